@@ -1,0 +1,557 @@
+"""The frozen spec model and its builder from located YAML nodes.
+
+Building checks the structure of each section (known keys, types, closed vocabularies) and collects
+every problem; ``validate.py`` then checks what spans sections (schemas against declarations).
+"""
+
+from __future__ import annotations
+
+import enum
+import re
+from dataclasses import dataclass
+
+from .errors import Errors, Location, did_you_mean, one_of
+from .load import Mapping, Node
+from .names import check_name
+from .schema import Schema, SchemaError, parse_schema
+from .shapes import Shape, ShapeError, parse_shape
+
+SPEC_VERSION = 1
+DEVICES = ("cuda", "cpu")
+LAUNCHER_REF = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*:[A-Za-z_][A-Za-z0-9_]*")
+
+
+class Integration(enum.Enum):
+    """How an operator reaches torch: the rulebook's three integrations."""
+
+    OPAQUE = "opaque"  # torch.library.define + impl + register_fake, autograd.Function wrapper
+    TRITON_OP = "triton_op"  # torch.library.triton_op + wrap_triton
+    EAGER = "eager"  # no registration: the public function calls the launcher directly
+
+    @classmethod
+    def parse(cls, text: object) -> Integration:
+        for member in cls:
+            if member.value == text:
+                return member
+        raise ValueError(f"unknown integration '{text}'; expected one of: {one_of(m.value for m in cls)}")
+
+
+class DType(enum.Enum):
+    FLOAT32 = ("float32", "fp32")
+    FLOAT16 = ("float16", "fp16")
+    BFLOAT16 = ("bfloat16", "bf16")
+    FLOAT64 = ("float64", "fp64")
+    INT32 = ("int32", "i32")
+    INT64 = ("int64", "i64")
+    INT8 = ("int8", "i8")
+    UINT8 = ("uint8", "u8")
+    BOOL = ("bool", "bool")
+
+    @property
+    def torch_name(self) -> str:
+        return self.value[0]
+
+    @property
+    def short(self) -> str:
+        return self.value[1]
+
+    @property
+    def is_floating(self) -> bool:
+        return self.torch_name.startswith(("float", "bfloat"))
+
+    @classmethod
+    def names(cls) -> list[str]:
+        return [m.torch_name for m in cls]
+
+    @classmethod
+    def parse(cls, text: object) -> DType:
+        for member in cls:
+            if member.torch_name == text:
+                return member
+        raise ValueError(
+            f"unknown dtype '{text}'{did_you_mean(str(text), cls.names())}; expected one of: "
+            + one_of(cls.names())
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Launcher:
+    device: str
+    module: str
+    function: str
+    loc: Location
+
+    @property
+    def ref(self) -> str:
+        return f"{self.module}:{self.function}"
+
+
+@dataclass(frozen=True, slots=True)
+class Stage:
+    """The forward or backward operator of an op: schema plus launchers."""
+
+    schema: Schema
+    schema_loc: Location
+    launchers: tuple[Launcher, ...]
+    loc: Location
+
+
+@dataclass(frozen=True, slots=True)
+class TensorDecl:
+    """Constraints on a tensor input (validation, test inputs)."""
+
+    name: str
+    shape: Shape
+    dtypes: tuple[DType, ...]  # allowed dtypes; empty when ``same_dtype_as`` is set
+    same_dtype_as: str | None
+    differentiable: bool
+    loc: Location
+
+
+@dataclass(frozen=True, slots=True)
+class OutputDecl:
+    name: str
+    shape: Shape
+    dtype: DType | None  # fixed dtype, or None when it follows ``dtype_of``
+    dtype_of: str | None  # name of the tensor input whose dtype this output takes
+    public: bool
+    loc: Location
+
+
+@dataclass(frozen=True, slots=True)
+class Tolerance:
+    atol: float
+    rtol: float
+
+
+@dataclass(frozen=True, slots=True)
+class Sample:
+    sizes: tuple[tuple[str, int], ...]  # dim name -> size
+    batch: tuple[int, ...] | None
+    loc: Location
+
+    def env(self) -> dict[str, int]:
+        return dict(self.sizes)
+
+
+@dataclass(frozen=True, slots=True)
+class TestPlan:
+    samples: tuple[Sample, ...]
+    dtypes: tuple[DType, ...]
+    tolerance: tuple[tuple[DType, Tolerance], ...]
+    grad_tolerance: tuple[tuple[DType, Tolerance], ...]
+    seed: int
+    loc: Location
+
+
+@dataclass(frozen=True, slots=True)
+class Op:
+    name: str
+    namespace: str
+    doc: str
+    integration: Integration
+    forward: Stage
+    backward: Stage | None
+    inputs: tuple[TensorDecl, ...]
+    outputs: tuple[OutputDecl, ...]
+    reference: str
+    reference_loc: Location
+    tests: TestPlan
+    loc: Location
+
+    def input(self, name: str) -> TensorDecl | None:
+        return next((i for i in self.inputs if i.name == name), None)
+
+    def output(self, name: str) -> OutputDecl | None:
+        return next((o for o in self.outputs if o.name == name), None)
+
+
+@dataclass(frozen=True, slots=True)
+class Spec:
+    version: int
+    namespace: str
+    package: str
+    ops: tuple[Op, ...]
+    path: str
+
+
+# Keys of each section, with the ones a later spec version may add listed apart so that a spec
+# using them fails clearly instead of being half-understood.
+TOP_KEYS = ("version", "namespace", "package", "ops")
+OP_KEYS = ("doc", "integration", "forward", "backward", "inputs", "outputs", "reference", "tests")
+STAGE_KEYS = ("schema", "launchers")
+INPUT_KEYS = ("shape", "dtypes", "dtype", "differentiable")
+OUTPUT_KEYS = ("shape", "dtype", "public")
+TEST_KEYS = ("samples", "dtypes", "tolerance", "grad_tolerance", "seed")
+NOT_YET = {
+    "variants": "variants (allowed values of scalar schema arguments)",
+    "arity_pair": "output arity pairs",
+    "dynamic_dims": "data-dependent output sizes",
+}
+
+
+class _Builder:
+    def __init__(self, path: str, errors: Errors) -> None:
+        self.path = path
+        self.errors = errors
+        self.op: str | None = None
+
+    def error(self, loc: Location, message: str) -> None:
+        self.errors.add(loc, message, self.op)
+
+    def mapping(self, node: Node, what: str, keys: tuple[str, ...], required: tuple[str, ...] = ()) -> Mapping | None:
+        if not node.is_map:
+            self.error(node.loc, f"{what} must be a mapping, got {_kind(node)}")
+            return None
+        m: Mapping = node.value
+        for key in m.keys():
+            if key in keys:
+                continue
+            if key in NOT_YET:
+                self.error(m.key_loc(key), f"'{key}' ({NOT_YET[key]}) is not supported by spec version 1 yet")
+            else:
+                self.error(
+                    m.key_loc(key),
+                    f"unknown key '{key}' in {what}{did_you_mean(key, keys)}; expected one of: {one_of(keys)}",
+                )
+        for key in required:
+            if m.get(key) is None:
+                self.error(node.loc, f"{what} is missing required key '{key}'")
+        return m
+
+    def string(self, node: Node | None, what: str) -> str | None:
+        if node is None:
+            return None
+        if not isinstance(node.value, str) or not node.value.strip():
+            self.error(node.loc, f"{what} must be a non-empty string, got {_kind(node)}")
+            return None
+        return node.value
+
+    def name(self, value: str, loc: Location, what: str) -> bool:
+        problem = check_name(value, what)
+        if problem:
+            self.error(loc, problem)
+            return False
+        return True
+
+    # --- sections -------------------------------------------------------------------------
+
+    def spec(self, root: Node) -> Spec | None:
+        m = self.mapping(root, "the spec", TOP_KEYS, required=("version", "ops"))
+        if m is None:
+            return None
+        version = m.get("version")
+        if version is not None and (version.value != SPEC_VERSION or isinstance(version.value, bool)):
+            self.error(version.loc, f"unsupported spec version {version.value!r}; this generator reads version {SPEC_VERSION}")
+            return None
+        namespace = "attnops"
+        ns_node = m.get("namespace")
+        if ns_node is None:
+            self.error(root.loc, "the spec is missing required key 'namespace'")
+        else:
+            ns = self.string(ns_node, "namespace")
+            if ns and self.name(ns, ns_node.loc, "namespace"):
+                namespace = ns
+        package = namespace
+        pkg_node = m.get("package")
+        if pkg_node is not None:
+            pkg = self.string(pkg_node, "package")
+            if pkg and self.name(pkg, pkg_node.loc, "package"):
+                package = pkg
+        ops_node = m.get("ops")
+        ops: list[Op] = []
+        if ops_node is not None:
+            if not ops_node.is_map or not ops_node.value.entries:
+                self.error(ops_node.loc, "'ops' must be a non-empty mapping of operator names to definitions")
+            else:
+                for name, node in ops_node.value.items():
+                    self.op = name
+                    op = self.op_(name, ops_node.value.key_loc(name), node, namespace)
+                    self.op = None
+                    if op is not None:
+                        ops.append(op)
+        return Spec(SPEC_VERSION, namespace, package, tuple(ops), self.path)
+
+    def op_(self, name: str, key_loc: Location, node: Node, namespace: str) -> Op | None:
+        ok = self.name(name, key_loc, "operator name")
+        if ok and not re.fullmatch(r"[a-z][a-z0-9_]*", name):
+            self.error(key_loc, f"operator name '{name}' must be lower_snake_case")
+            ok = False
+        m = self.mapping(node, "an operator", OP_KEYS, required=("doc", "forward", "inputs", "outputs", "reference", "tests"))
+        if m is None:
+            return None
+        doc = self.string(m.get("doc"), "doc") or ""
+        integration = Integration.OPAQUE
+        if (n := m.get("integration")) is not None:
+            try:
+                integration = Integration.parse(n.value)
+            except ValueError as exc:
+                self.error(n.loc, str(exc))
+            else:
+                if integration is not Integration.OPAQUE:
+                    self.error(n.loc, f"integration '{integration.value}' is not supported by this generator yet; use 'opaque'")
+        qual = f"{namespace}::{name}"
+        forward = self.stage(m.get("forward"), f"{qual}_fwd", "forward") if m.get("forward") else None
+        backward = self.stage(m.get("backward"), f"{qual}_bwd", "backward") if m.get("backward") else None
+        inputs = self.inputs(m.get("inputs")) if m.get("inputs") else None
+        outputs = self.outputs(m.get("outputs")) if m.get("outputs") else None
+        ref_node = m.get("reference")
+        reference = self.launcher_ref(ref_node, "reference") if ref_node else None
+        tests = self.tests(m.get("tests")) if m.get("tests") else None
+        if not ok or None in (forward, inputs, outputs, reference, tests):
+            return None
+        if m.get("backward") is not None and backward is None:
+            return None
+        return Op(
+            name=name,
+            namespace=namespace,
+            doc=doc.strip(),
+            integration=integration,
+            forward=forward,
+            backward=backward,
+            inputs=inputs,
+            outputs=outputs,
+            reference=reference,
+            reference_loc=ref_node.loc,
+            tests=tests,
+            loc=key_loc,
+        )
+
+    def launcher_ref(self, node: Node, what: str) -> str | None:
+        text = self.string(node, what)
+        if text is None:
+            return None
+        if not LAUNCHER_REF.fullmatch(text):
+            self.error(node.loc, f"{what} '{text}' must be 'package.module:function'")
+            return None
+        return text
+
+    def stage(self, node: Node, qualname: str, what: str) -> Stage | None:
+        m = self.mapping(node, f"'{what}'", STAGE_KEYS, required=STAGE_KEYS)
+        if m is None:
+            return None
+        schema = None
+        schema_node = m.get("schema")
+        text = self.string(schema_node, f"{what} schema")
+        if text is not None:
+            try:
+                schema = parse_schema(qualname, text)
+            except SchemaError as exc:
+                self.error(_inside(schema_node, exc.offset), f"{what} schema: {exc.message}")
+        launchers: list[Launcher] = []
+        ln = m.get("launchers")
+        if ln is not None:
+            if not ln.is_map or not ln.value.entries:
+                self.error(ln.loc, f"{what} launchers must map devices ({one_of(DEVICES)}) to 'module:function'")
+            else:
+                for device, ref_node in ln.value.items():
+                    if device not in DEVICES:
+                        self.error(
+                            ln.value.key_loc(device),
+                            f"unknown device '{device}'{did_you_mean(device, DEVICES)}; expected one of: {one_of(DEVICES)}",
+                        )
+                        continue
+                    ref = self.launcher_ref(ref_node, f"{device} launcher")
+                    if ref:
+                        module, function = ref.split(":")
+                        launchers.append(Launcher(device, module, function, ref_node.loc))
+        if schema is None or ln is None or len(launchers) != len(ln.value.entries if ln.is_map else ()):
+            return None
+        return Stage(schema, schema_node.loc, tuple(launchers), node.loc)
+
+    def shape(self, node: Node | None, what: str) -> Shape | None:
+        if node is None:
+            return None
+        if not node.is_seq:
+            self.error(node.loc, f"{what} must be a list of dims such as [..., D], got {_kind(node)}")
+            return None
+        try:
+            return parse_shape([n.value for n in node.value])
+        except ShapeError as exc:
+            self.error(node.loc, f"{what}: {exc}")
+            return None
+
+    def dtype_list(self, node: Node, what: str) -> tuple[DType, ...] | None:
+        if not node.is_seq or not node.value:
+            self.error(node.loc, f"{what} must be a non-empty list of dtypes")
+            return None
+        out = []
+        for item in node.value:
+            try:
+                dt = DType.parse(item.value)
+            except ValueError as exc:
+                self.error(item.loc, str(exc))
+                return None
+            if dt in out:
+                self.error(item.loc, f"dtype '{dt.torch_name}' is listed twice")
+                return None
+            out.append(dt)
+        return tuple(out)
+
+    def inputs(self, node: Node) -> tuple[TensorDecl, ...] | None:
+        if not node.is_map:
+            self.error(node.loc, f"'inputs' must map tensor argument names to constraints, got {_kind(node)}")
+            return None
+        decls, ok = [], True
+        for name, item in node.value.items():
+            m = self.mapping(item, f"input '{name}'", INPUT_KEYS, required=("shape",))
+            if m is None:
+                ok = False
+                continue
+            shape = self.shape(m.get("shape"), f"shape of input '{name}'")
+            dtypes, same = (), None
+            if m.get("dtypes") is not None and m.get("dtype") is not None:
+                self.error(m.key_loc("dtype"), f"input '{name}' sets both 'dtype' and 'dtypes'; keep one")
+                ok = False
+            elif m.get("dtypes") is not None:
+                dtypes = self.dtype_list(m.get("dtypes"), f"dtypes of input '{name}'")
+            elif m.get("dtype") is not None:
+                d = m.get("dtype")
+                if isinstance(d.value, str) and d.value in DType.names():
+                    dtypes = (DType.parse(d.value),)
+                elif isinstance(d.value, str):
+                    same = d.value  # the name of another input, checked in validate
+                else:
+                    self.error(d.loc, f"dtype of input '{name}' must be a dtype name or another input's name")
+                    ok = False
+            else:
+                self.error(item.loc, f"input '{name}' needs 'dtypes' (allowed dtypes) or 'dtype' (a dtype or another input's name)")
+                ok = False
+            diff = True
+            if (d := m.get("differentiable")) is not None:
+                if not isinstance(d.value, bool):
+                    self.error(d.loc, f"'differentiable' of input '{name}' must be true or false")
+                    ok = False
+                else:
+                    diff = d.value
+            if shape is None or dtypes is None:
+                ok = False
+                continue
+            decls.append(TensorDecl(name, shape, dtypes, same, diff, node.value.key_loc(name)))
+        return tuple(decls) if ok else None
+
+    def outputs(self, node: Node) -> tuple[OutputDecl, ...] | None:
+        if not node.is_map or not node.value.entries:
+            self.error(node.loc, "'outputs' must map each forward return name to its shape and dtype")
+            return None
+        decls, ok = [], True
+        for name, item in node.value.items():
+            m = self.mapping(item, f"output '{name}'", OUTPUT_KEYS, required=("shape", "dtype"))
+            if m is None:
+                ok = False
+                continue
+            shape = self.shape(m.get("shape"), f"shape of output '{name}'")
+            dtype, dtype_of = None, None
+            if (d := m.get("dtype")) is not None:
+                if isinstance(d.value, str) and d.value in DType.names():
+                    dtype = DType.parse(d.value)
+                elif isinstance(d.value, str) and d.value:
+                    dtype_of = d.value
+                else:
+                    self.error(d.loc, f"dtype of output '{name}' must be a dtype name or an input's name")
+                    ok = False
+            public = True
+            if (p := m.get("public")) is not None:
+                if not isinstance(p.value, bool):
+                    self.error(p.loc, f"'public' of output '{name}' must be true or false")
+                    ok = False
+                else:
+                    public = p.value
+            if shape is None or (dtype is None and dtype_of is None):
+                ok = False
+                continue
+            decls.append(OutputDecl(name, shape, dtype, dtype_of, public, node.value.key_loc(name)))
+        return tuple(decls) if ok else None
+
+    def tolerance(self, node: Node, what: str) -> tuple[tuple[DType, Tolerance], ...] | None:
+        if not node.is_map:
+            self.error(node.loc, f"{what} must map dtypes to [atol, rtol]")
+            return None
+        out = []
+        for name, item in node.value.items():
+            try:
+                dt = DType.parse(name)
+            except ValueError as exc:
+                self.error(node.value.key_loc(name), str(exc))
+                return None
+            vals = [v.value for v in item.value] if item.is_seq else None
+            if (
+                vals is None
+                or len(vals) != 2
+                or not all(isinstance(v, (int, float)) and not isinstance(v, bool) and v >= 0 for v in vals)
+            ):
+                self.error(item.loc, f"{what} for {name} must be [atol, rtol], two non-negative numbers")
+                return None
+            out.append((dt, Tolerance(float(vals[0]), float(vals[1]))))
+        return tuple(out)
+
+    def tests(self, node: Node) -> TestPlan | None:
+        m = self.mapping(node, "'tests'", TEST_KEYS, required=("samples", "tolerance"))
+        if m is None:
+            return None
+        samples = []
+        sn = m.get("samples")
+        if sn is not None:
+            if not sn.is_seq or not sn.value:
+                self.error(sn.loc, "'samples' must be a non-empty list of dim sizes, e.g. - {batch: [2, 3], D: 128}")
+                return None
+            for item in sn.value:
+                if not item.is_map:
+                    self.error(item.loc, f"a sample must map dim names to sizes, got {_kind(item)}")
+                    return None
+                sizes, batch = [], None
+                for key, v in item.value.items():
+                    if key == "batch":
+                        if not v.is_seq or not all(_is_size(x.value) for x in v.value):
+                            self.error(v.loc, "'batch' must be a list of sizes (the dims matched by '...')")
+                            return None
+                        batch = tuple(x.value for x in v.value)
+                    elif not _is_size(v.value):
+                        self.error(v.loc, f"size of dim '{key}' must be a non-negative integer, got {v.value!r}")
+                        return None
+                    else:
+                        sizes.append((key, v.value))
+                samples.append(Sample(tuple(sizes), batch, item.loc))
+        dtypes = ()
+        if (d := m.get("dtypes")) is not None:
+            dtypes = self.dtype_list(d, "test dtypes")
+            if dtypes is None:
+                return None
+        tol = self.tolerance(m.get("tolerance"), "tolerance") if m.get("tolerance") else None
+        gtol = tol
+        if m.get("grad_tolerance") is not None:
+            gtol = self.tolerance(m.get("grad_tolerance"), "grad_tolerance")
+        seed = 0
+        if (s := m.get("seed")) is not None:
+            if not _is_size(s.value):
+                self.error(s.loc, "'seed' must be a non-negative integer")
+                return None
+            seed = s.value
+        if tol is None or gtol is None or sn is None:
+            return None
+        return TestPlan(tuple(samples), dtypes, tol, gtol, seed, node.loc)
+
+
+def _is_size(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
+def _kind(node: Node) -> str:
+    if node.is_map:
+        return "a mapping"
+    if node.is_seq:
+        return "a list"
+    if node.value is None:
+        return "nothing"
+    return f"{type(node.value).__name__} {node.value!r}"
+
+
+def _inside(node: Node, offset: int | None) -> Location:
+    """The location of character ``offset`` of a one-line scalar, quotes accounted for."""
+    if offset is None or node.text_shift is None:
+        return node.loc
+    return Location(node.loc.path, node.loc.line, node.loc.col + offset + node.text_shift)
+
+
+def build(root: Node, path: str, errors: Errors) -> Spec | None:
+    return _Builder(path, errors).spec(root)

@@ -1,0 +1,54 @@
+"""Rendering: view models through Jinja templates into file contents (no filesystem writes)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import jinja2
+
+from .model import Spec
+from .views import package_view
+from .tests_view import tests_view
+
+# Kept out of the literal so that tools skipping generated files do not skip the generator.
+MARKER = "@" + "generated"
+
+
+def header(spec_name: str) -> str:
+    return f"# {MARKER} by codegen from {spec_name} — do not edit; run: python -m codegen regenerate"
+
+
+def template_dir() -> Path:
+    packaged = Path(__file__).with_name("templates")  # installed wheels carry them here
+    if packaged.is_dir():
+        return packaged
+    return Path(__file__).resolve().parent.parent / "templates"  # a source checkout
+
+
+def environment() -> jinja2.Environment:
+    return jinja2.Environment(
+        loader=jinja2.FileSystemLoader(str(template_dir())),
+        undefined=jinja2.StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        keep_trailing_newline=True,
+        autoescape=False,
+    )
+
+
+def render(spec: Spec, spec_name: str) -> dict[str, str]:
+    """Map each output path (relative to the output dir) to its content."""
+    env = environment()
+    head = header(spec_name)
+    pkg = package_view(spec)
+    files: dict[str, str] = {}
+    root = spec.package
+    files[f"{root}/__init__.py"] = env.get_template("init.py.jinja").render(header=head, pkg=pkg)
+    files[f"{root}/_runtime.py"] = env.get_template("runtime.py.jinja").render(header=head)
+    files[f"{root}/_testing.py"] = env.get_template("testing.py.jinja").render(header=head)
+    files["tests/conftest.py"] = env.get_template("conftest.py.jinja").render(header=head, pkg=pkg)
+    for op_view, op in zip(pkg.ops, spec.ops):
+        files[f"{root}/{op_view.module}.py"] = env.get_template("op.py.jinja").render(header=head, op=op_view)
+        tv = tests_view(spec, op, op_view)
+        files[f"tests/test_{op.name}.py"] = env.get_template("test_op.py.jinja").render(header=head, t=tv)
+    return dict(sorted(files.items()))

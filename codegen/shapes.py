@@ -1,0 +1,163 @@
+"""Shape declarations: ``[..., H, K]``, ``[N + 1]``, ``[H * K]``.
+
+Each entry is ``...`` (the shared leading dims, called ``batch`` in test samples), an integer, or an
+integer expression over dim names with ``+ - * //`` and parentheses. Expressions are parsed with
+Python's ``ast`` and only that grammar is accepted; generated code is re-rendered from the checked
+tree, never pasted from the spec.
+"""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass
+
+ELLIPSIS = "..."
+
+_BINOPS = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.FloorDiv: "//"}
+
+
+class ShapeError(Exception):
+    pass
+
+
+@dataclass(frozen=True, slots=True)
+class Expr:
+    """A checked integer expression; ``text`` is its canonical rendering."""
+
+    text: str
+    names: tuple[str, ...]
+
+    @property
+    def name(self) -> str | None:
+        """The dim name when the expression is a single name, else None."""
+        return self.text if self.names == (self.text,) else None
+
+    def render(self, rename: dict[str, str]) -> str:
+        return _render(ast.parse(self.text, mode="eval").body, rename)
+
+    def evaluate(self, env: dict[str, int]) -> int:
+        return _evaluate(ast.parse(self.text, mode="eval").body, env)
+
+
+@dataclass(frozen=True, slots=True)
+class Shape:
+    entries: tuple[Expr | str, ...]  # str entries are ELLIPSIS
+
+    @property
+    def has_ellipsis(self) -> bool:
+        return ELLIPSIS in self.entries
+
+    @property
+    def before(self) -> tuple[Expr, ...]:
+        i = self.entries.index(ELLIPSIS) if self.has_ellipsis else len(self.entries)
+        return self.entries[:i]  # type: ignore[return-value]
+
+    @property
+    def after(self) -> tuple[Expr, ...]:
+        if not self.has_ellipsis:
+            return ()
+        return self.entries[self.entries.index(ELLIPSIS) + 1 :]  # type: ignore[return-value]
+
+    @property
+    def min_rank(self) -> int:
+        return len(self.entries) - (1 if self.has_ellipsis else 0)
+
+    def __str__(self) -> str:
+        return "[" + ", ".join(e if isinstance(e, str) else e.text for e in self.entries) + "]"
+
+
+def _render(node: ast.AST, rename: dict[str, str]) -> str:
+    if isinstance(node, ast.Constant):
+        return str(node.value)
+    if isinstance(node, ast.Name):
+        return rename.get(node.id, node.id)
+    if isinstance(node, ast.UnaryOp):
+        return f"-{_render_operand(node.operand, rename)}"
+    if isinstance(node, ast.BinOp):
+        op = _BINOPS[type(node.op)]
+        left = _render_operand(node.left, rename, node)
+        right = _render_operand(node.right, rename, node, right=True)
+        return f"{left} {op} {right}"
+    raise AssertionError(node)
+
+
+_PREC = {ast.Add: 1, ast.Sub: 1, ast.Mult: 2, ast.FloorDiv: 2}
+
+
+def _render_operand(node, rename, parent=None, right=False) -> str:
+    text = _render(node, rename)
+    if isinstance(node, ast.BinOp) and parent is not None:
+        mine, theirs = _PREC[type(node.op)], _PREC[type(parent.op)]
+        if mine < theirs or (right and mine == theirs):
+            return f"({text})"
+    if isinstance(node, ast.BinOp) and parent is None:
+        return f"({text})"
+    return text
+
+
+def _evaluate(node: ast.AST, env: dict[str, int]) -> int:
+    if isinstance(node, ast.Constant):
+        return int(node.value)
+    if isinstance(node, ast.Name):
+        return env[node.id]
+    if isinstance(node, ast.UnaryOp):
+        return -_evaluate(node.operand, env)
+    left, right = _evaluate(node.left, env), _evaluate(node.right, env)
+    op = type(node.op)
+    if op is ast.Add:
+        return left + right
+    if op is ast.Sub:
+        return left - right
+    if op is ast.Mult:
+        return left * right
+    return left // right
+
+
+def _check(node: ast.AST, names: list[str]) -> None:
+    if isinstance(node, ast.Constant):
+        if isinstance(node.value, bool) or not isinstance(node.value, int):
+            raise ShapeError(f"only integer literals are allowed, got {node.value!r}")
+        return
+    if isinstance(node, ast.Name):
+        if node.id.startswith("_"):
+            raise ShapeError(f"dim name '{node.id}' must not start with '_'")
+        if node.id not in names:
+            names.append(node.id)
+        return
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+        _check(node.operand, names)
+        return
+    if isinstance(node, ast.BinOp) and type(node.op) in _BINOPS:
+        _check(node.left, names)
+        _check(node.right, names)
+        return
+    raise ShapeError(
+        f"unsupported syntax '{ast.unparse(node)}'; use dim names, integers, + - * // and parentheses"
+    )
+
+
+def parse_entry(entry: object) -> Expr | str:
+    if entry == ELLIPSIS:
+        return ELLIPSIS
+    if isinstance(entry, bool):
+        raise ShapeError(f"shape entry {entry!r} is not a dim")
+    if isinstance(entry, int):
+        if entry < 0:
+            raise ShapeError(f"a fixed size must be >= 0, got {entry}")
+        return Expr(str(entry), ())
+    if not isinstance(entry, str) or not entry.strip():
+        raise ShapeError(f"shape entry {entry!r} must be '...', an integer or a dim expression")
+    try:
+        tree = ast.parse(entry.strip(), mode="eval").body
+    except SyntaxError:
+        raise ShapeError(f"cannot parse shape expression '{entry}'") from None
+    names: list[str] = []
+    _check(tree, names)
+    return Expr(_render(tree, {}), tuple(names))
+
+
+def parse_shape(entries: list[object]) -> Shape:
+    parsed = tuple(parse_entry(e) for e in entries)
+    if parsed.count(ELLIPSIS) > 1:
+        raise ShapeError("'...' may appear at most once in a shape")
+    return Shape(parsed)
