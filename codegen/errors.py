@@ -53,7 +53,7 @@ class Errors:
 
 def did_you_mean(word: str, options: list[str] | tuple[str, ...]) -> str:
     close = difflib.get_close_matches(word, list(options), n=1, cutoff=0.6)
-    return f"; did you mean '{close[0]}'?" if close else ""
+    return f" (did you mean '{close[0]}'?)" if close else ""
 
 
 def one_of(options) -> str:

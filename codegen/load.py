@@ -59,12 +59,18 @@ class Mapping:
         return [(k, node) for k, _, node in self.entries]
 
 
+_PLAIN_TAGS = ("tag:yaml.org,2002:map", "tag:yaml.org,2002:seq")
+
+
 def _loc(path: str, mark: yaml.Mark) -> Location:
     return Location(path, mark.line + 1, mark.column + 1)
 
 
 def _convert(node: yaml.Node, path: str, loader: yaml.SafeLoader, errors: Errors) -> Node:
     loc = _loc(path, node.start_mark)
+    if isinstance(node, (yaml.MappingNode, yaml.SequenceNode)) and node.tag not in _PLAIN_TAGS:
+        errors.add(loc, f"unsupported YAML tag '{node.tag}'")
+        return Node(None, loc)
     if isinstance(node, yaml.MappingNode):
         entries = []
         seen: dict[str, Location] = {}
@@ -95,9 +101,14 @@ def _convert(node: yaml.Node, path: str, loader: yaml.SafeLoader, errors: Errors
         return Node(None, loc)
 
 
-def load_spec(text: str, path: str) -> Node:
-    """Parse spec text into located nodes; raises SpecError on YAML problems."""
-    errors = Errors()
+def load_spec(text: str, path: str, errors: Errors | None = None) -> Node:
+    """Parse spec text into located nodes.
+
+    Syntax errors raise SpecError at once; problems that leave a usable tree (a duplicate key, an
+    unsupported tag) are added to ``errors`` so later stages can report theirs in the same run.
+    """
+    own = errors is None
+    errors = Errors() if errors is None else errors
     loader = yaml.SafeLoader(text)
     try:
         root = loader.get_single_node()
@@ -105,6 +116,9 @@ def load_spec(text: str, path: str) -> Node:
         mark = exc.problem_mark or exc.context_mark
         loc = _loc(path, mark) if mark else Location(path, 1, 1)
         problem = exc.problem or exc.context or "invalid YAML"
+        if exc.context and exc.context_mark and exc.problem:
+            start = exc.context_mark
+            problem += f" ({exc.context} started at {start.line + 1}:{start.column + 1})"
         errors.add(loc, f"invalid YAML: {problem}")
         errors.raise_if_any()
         raise AssertionError("unreachable") from exc
@@ -118,5 +132,6 @@ def load_spec(text: str, path: str) -> Node:
         errors.add(Location(path, 1, 1), "the spec is empty; expected a mapping with 'version' and 'ops'")
         errors.raise_if_any()
     result = _convert(root, path, loader, errors)
-    errors.raise_if_any()
+    if own:
+        errors.raise_if_any()
     return result

@@ -208,7 +208,7 @@ class _Builder:
             if key in keys:
                 continue
             if key in NOT_YET:
-                self.error(m.key_loc(key), f"'{key}' ({NOT_YET[key]}) is not supported by spec version 1 yet")
+                self.error(m.key_loc(key), f"'{key}' is not supported by this generator yet ({NOT_YET[key]})")
             else:
                 self.error(
                     m.key_loc(key),

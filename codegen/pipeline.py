@@ -11,8 +11,8 @@ from .validate import validate
 
 def parse(text: str, path: str, check_imports: bool = True) -> Spec:
     """Load, build and validate a spec; raises SpecError listing every problem."""
-    root = load_spec(text, path)
     errors = Errors()
+    root = load_spec(text, path, errors)
     spec = build(root, path, errors)
     if spec is not None:
         # Ops that failed to build are left out; the rest are still validated so that one run

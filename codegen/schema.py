@@ -149,6 +149,8 @@ def parse_schema(qualname: str, text: str) -> Schema:
             if "<--- HERE" in line and i > 0:
                 offset = max(0, line.index("~") - len(qualname))
         message = lines[0].rstrip(":").strip() if lines else "invalid schema"
+        if "unexpected type" in message:
+            message = "unknown or misplaced type; types are: Tensor, " + ", ".join(_SCALAR_ANNOTATIONS)
         if "INTERNAL ASSERT FAILED" in message:
             message = message.split("please report a bug to PyTorch.")[-1].strip()
             message = message.split(". Parameter")[0].strip().rstrip(".")

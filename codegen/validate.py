@@ -93,10 +93,11 @@ class _Op:
         op, fwd = self.op, self.op.forward.schema
         returns = [r.name for r in fwd.returns if r.name]
         arg_names = {a.name for a in fwd.arguments}
+        unnamed = any(r.name is None for r in fwd.returns)
         for decl in op.outputs:
             if (problem := check_name(decl.name, "output name")) is not None:
                 self.error(decl.loc, problem)
-            if decl.name not in returns:
+            if decl.name not in returns and not unnamed:
                 self.error(decl.loc, f"output '{decl.name}' is not a return of the forward schema{did_you_mean(decl.name, returns)}; returns: {one_of(returns) or 'none'}")
             if decl.name in arg_names:
                 self.error(decl.loc, f"output '{decl.name}' has the name of an argument")
@@ -172,6 +173,9 @@ class _Op:
                 self.error(loc, f"backward schema: input '{target.name}' is marked 'differentiable: false' but has gradient '{name}'")
             grads.add(name[5:])
         for decl in op.inputs:
+            arg = fwd.argument(decl.name)
+            if arg is None or not arg.is_tensor:
+                continue
             if decl.differentiable and decl.name not in grads and any(d.is_floating for d in self._dtypes(decl)):
                 self.error(decl.loc, f"input '{decl.name}' has no gradient in the backward schema; return 'grad_{decl.name}' or mark it 'differentiable: false'")
 

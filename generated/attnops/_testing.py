@@ -26,8 +26,8 @@ def can_permute(t) -> bool:
 def dense_permuted(t: Tensor) -> Tensor:
     """The same values in a dense, non-contiguous layout (two innermost non-trivial dims swapped).
 
-    Padded or sliced inputs do not substitute: ``empty_like`` of a non-dense tensor is already
-    contiguous, so a stride-copying fake would still pass.
+    Padded or sliced inputs do not substitute: a stride-preserving allocation from a non-dense
+    tensor is already contiguous, so a fake that copies input strides would still pass.
     """
     pair = _inner_pair(t)
     assert pair is not None, f"shape {tuple(t.shape)} has no two dims of size > 1 to permute"

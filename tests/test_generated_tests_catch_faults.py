@@ -1,0 +1,142 @@
+"""The generated tests must fail on the bugs they exist to catch.
+
+A throwaway project (spec + launchers in a temp dir) is generated with the real CLI, then its
+generated tests run against launchers with one injected fault each: output strides copied from
+the input, an output dtype that disagrees with the declared one, and a kernel that indexes a
+permuted input as if it were compact.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+SPEC = """\
+version: 1
+namespace: faultops
+ops:
+  double:
+    doc: Twice x.
+    forward:
+      schema: "(Tensor x) -> Tensor y"
+      launchers: {cpu: "faultkern:double_fwd"}
+    backward:
+      schema: "(Tensor grad_y, Tensor x) -> Tensor grad_x"
+      launchers: {cpu: "faultkern:double_bwd"}
+    inputs:
+      x: {shape: [..., D], dtypes: [float32, bfloat16]}
+    outputs:
+      y: {shape: [..., D], dtype: x}
+    reference: "faultkern:double_ref"
+    tests:
+      samples: [{batch: [3], D: 5}]
+      tolerance: {float32: [1.0e-6, 1.0e-6], bfloat16: [1.0e-2, 1.0e-2]}
+"""
+
+LAUNCHERS = """\
+import os
+
+import torch
+
+FAULT = os.environ.get("FAULT", "none")
+
+
+def _compact_strides(shape):
+    strides, acc = [], 1
+    for size in reversed(shape):
+        strides.append(acc)
+        acc *= max(size, 1)
+    return tuple(reversed(strides))
+
+
+def double_fwd(x):
+    if FAULT == "strides":
+        y = torch.empty_like(x)
+    else:
+        y = x.new_empty(x.shape)
+    src = x
+    if FAULT == "wrong_elements":
+        src = torch.as_strided(x, x.shape, _compact_strides(x.shape), x.storage_offset())
+    y.copy_(src * 2)
+    if FAULT == "dtype":
+        y = y.float()
+    return y
+
+
+def double_bwd(grad_y, x):
+    grad_x = x.new_empty(x.shape)
+    grad_x.copy_(grad_y * 2)
+    return grad_x
+
+
+def double_ref(x):
+    return x.float() * 2
+"""
+
+
+@pytest.fixture(scope="module")
+def project(tmp_path_factory):
+    root = tmp_path_factory.mktemp("faultproject")
+    (root / "ops.yaml").write_text(SPEC)
+    (root / "faultkern.py").write_text(LAUNCHERS)
+    env = {**os.environ, "PYTHONPATH": str(root)}
+    result = subprocess.run(
+        [sys.executable, "-m", "codegen", "regenerate", "--spec", str(root / "ops.yaml"), "-q"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
+    assert result.returncode == 0, result.stderr
+    return root
+
+
+def _run(project: Path, fault: str) -> tuple[int, set[str]]:
+    env = {
+        **os.environ,
+        "FAULT": fault,
+        "PYTHONPATH": os.pathsep.join([str(project), str(project / "generated")]),
+    }
+    result = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-rf", "-p", "no:cacheprovider", "-k", "not compile"]
+        + [str(project / "generated" / "tests")],
+        cwd=project,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
+    failed = set(re.findall(r"^FAILED \S+::(\S+)", result.stdout, flags=re.M))
+    return result.returncode, failed
+
+
+def test_correct_launchers_pass(project):
+    code, failed = _run(project, "none")
+    assert code == 0 and not failed, failed
+
+
+def test_fake_strides_disagreeing_with_the_kernel_fail(project):
+    code, failed = _run(project, "strides")
+    assert code == 1
+    assert "test_opcheck_forward[fp32-batch3-D5-permuted-x]" in failed
+    assert not any(name.endswith("-compact]") for name in failed), failed
+
+
+def test_fake_dtype_disagreeing_with_the_kernel_fails(project):
+    code, failed = _run(project, "dtype")
+    assert code == 1
+    assert "test_opcheck_forward[bf16-batch3-D5-compact]" in failed
+    assert not any(name.startswith("test_opcheck_forward[fp32") for name in failed), failed
+
+
+def test_wrong_elements_on_a_permuted_input_fail(project):
+    code, failed = _run(project, "wrong_elements")
+    assert code == 1
+    assert "test_forward_matches_reference[fp32-batch3-D5-permuted-x]" in failed
+    assert "test_forward_matches_reference[fp32-batch3-D5-compact]" not in failed
