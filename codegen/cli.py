@@ -37,7 +37,9 @@ def _parser() -> argparse.ArgumentParser:
         description="Write the generated layer from the spec. " + DESCRIPTION,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    regen.add_argument("--spec", type=Path, default=Path("ops.yaml"), help="spec file (default: ./ops.yaml)")
+    regen.add_argument(
+        "--spec", type=Path, default=Path("ops.yaml"), help="spec file (default: ./ops.yaml)"
+    )
     regen.add_argument(
         "--out",
         type=Path,
@@ -88,5 +90,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"wrote {out / rel}")
         for rel in report.stale:
             print(f"removed stale {out / rel}")
-        print(f"{out}: {len(report.written)} written, {len(report.unchanged)} unchanged, {len(report.stale)} removed")
+        print(
+            f"{out}: {len(report.written)} written, {len(report.unchanged)} unchanged, {len(report.stale)} removed"
+        )
     return EXIT_OK

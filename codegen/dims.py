@@ -17,9 +17,13 @@ from .shapes import Expr, Shape
 @dataclass(frozen=True, slots=True)
 class Binding:
     dim: str
-    tensor: str
+    tensor: str  # "" for a derived dim (computed from its expression)
     index: int  # negative when counted from the end (the tensor has '...')
     optional: bool
+
+    @property
+    def derived(self) -> bool:
+        return not self.tensor
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,25 +69,58 @@ def plan(op: Op) -> DimPlan:
     tensors: list[TensorPlan] = []
     batch_source = None
     scalars = {a.name for a in schema.arguments if a.type in ("int", "SymInt")}
-    for decl in op.inputs:
-        arg = schema.argument(decl.name)
-        optional = bool(arg and arg.optional)
+    derived = {d.name for d in op.dims}
+    dynamic = {name for name, _ in op.dynamic_dims}
+    optional_names = {a.name for a in schema.arguments if a.optional}
+    # Required inputs first, so derived dims (and optional inputs) can use what they bind.
+    ordered = [d for d in op.inputs if d.name not in optional_names] + [
+        d for d in op.inputs if d.name in optional_names
+    ]
+    derived_done = False
+    for decl in ordered:
+        optional = decl.name in optional_names
+        if optional and not derived_done:
+            derived_done = True
+            _derived(op, bound, problems)
         bindings, checks = [], []
         for pos, entry in enumerate(decl.shape.entries):
             if entry == "...":
                 continue
             idx = index_of(decl.shape, pos)
             name = entry.name
-            if name is not None and name not in bound and name not in scalars:
+            if name is not None and name in dynamic:
+                problems.append(
+                    (
+                        decl.name,
+                        f"dim '{name}' is dynamic (data-dependent) and cannot size an input",
+                    )
+                )
+                continue
+            if (
+                name is not None
+                and name not in bound
+                and name not in scalars
+                and name not in derived
+            ):
                 b = Binding(name, decl.name, idx, optional)
                 bound[name] = b
                 bindings.append(b)
                 continue
             for n in entry.names:
                 if n not in bound and n not in scalars:
-                    problems.append((decl.name, f"dim '{n}' in '{entry.text}' is not bound by an earlier input"))
+                    where = (
+                        "a derived dim used before the required inputs bind it"
+                        if n in derived
+                        else "not bound by an earlier input"
+                    )
+                    problems.append((decl.name, f"dim '{n}' in '{entry.text}' is {where}"))
                 elif n in bound and bound[n].optional and not optional:
-                    problems.append((decl.name, f"dim '{n}' is bound only by optional input '{bound[n].tensor}'"))
+                    problems.append(
+                        (
+                            decl.name,
+                            f"dim '{n}' is bound only by optional input '{bound[n].tensor}'",
+                        )
+                    )
             checks.append(Check(decl.name, idx, entry))
         binds_batch = checks_batch = False
         if decl.shape.has_ellipsis:
@@ -92,7 +129,19 @@ def plan(op: Op) -> DimPlan:
                 binds_batch = True
             else:
                 checks_batch = True
-        tensors.append(TensorPlan(decl.name, decl.shape, optional, tuple(bindings), tuple(checks), binds_batch, checks_batch))
+        tensors.append(
+            TensorPlan(
+                decl.name,
+                decl.shape,
+                optional,
+                tuple(bindings),
+                tuple(checks),
+                binds_batch,
+                checks_batch,
+            )
+        )
+    if not derived_done:
+        _derived(op, bound, problems)
     if batch_source is None and any(t.checks_batch for t in tensors):
         problems.append((tensors[0].name, "'...' is used only by optional inputs"))
     for out in op.outputs:
@@ -102,10 +151,52 @@ def plan(op: Op) -> DimPlan:
             if entry == "...":
                 continue
             for n in entry.names:
-                if n in scalars:
+                if n in scalars or n in dynamic:
                     continue
                 if n not in bound:
-                    problems.append((out.name, f"dim '{n}' of output '{out.name}' is not bound by any input"))
+                    problems.append(
+                        (out.name, f"dim '{n}' of output '{out.name}' is not bound by any input")
+                    )
                 elif bound[n].optional:
-                    problems.append((out.name, f"dim '{n}' of output '{out.name}' is bound only by optional input '{bound[n].tensor}'"))
+                    problems.append(
+                        (
+                            out.name,
+                            f"dim '{n}' of output '{out.name}' is bound only by optional input '{bound[n].tensor}'",
+                        )
+                    )
     return DimPlan(tuple(tensors), bound, batch_source, tuple(problems))
+
+
+def _derived(op: Op, bound: dict[str, Binding], problems: list[tuple[str, str]]) -> None:
+    inputs = {d.name for d in op.inputs}
+    optional = {a.name for a in op.forward.schema.arguments if a.optional}
+    for d in op.dims:
+        for n in d.expr.names:
+            if n not in bound or bound[n].optional:
+                problems.append(
+                    (
+                        f"dim:{d.name}",
+                        f"derived dim '{d.name}' reads '{n}', which no required input binds",
+                    )
+                )
+        for t in d.expr.tensors:
+            if t not in inputs:
+                problems.append(
+                    (f"dim:{d.name}", f"derived dim '{d.name}' reads '{t}', which is not an input")
+                )
+            elif t in optional and f"{t} is" not in d.expr.text:
+                problems.append(
+                    (
+                        f"dim:{d.name}",
+                        f"derived dim '{d.name}' reads optional '{t}' without testing '{t} is None'",
+                    )
+                )
+        if d.name in bound:
+            problems.append(
+                (
+                    f"dim:{d.name}",
+                    f"dim '{d.name}' is bound by input '{bound[d.name].tensor}' and also derived",
+                )
+            )
+            continue
+        bound[d.name] = Binding(d.name, "", 0, False)

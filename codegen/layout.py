@@ -12,7 +12,9 @@ LINE_LENGTH = 100
 INDENT = "    "
 
 
-def bracket(head: str, items: list[str], tail: str, indent: str = "", trailing_comma: bool = False) -> str:
+def bracket(
+    head: str, items: list[str], tail: str, indent: str = "", trailing_comma: bool = False
+) -> str:
     """Lay out ``head + ", ".join(items) + tail`` where head ends with an opening bracket."""
     joined = ", ".join(items)
     if trailing_comma and len(items) == 1 and head.endswith("("):

@@ -84,7 +84,9 @@ def _convert(node: yaml.Node, path: str, loader: yaml.SafeLoader, errors: Errors
                 key = str(key_node.value)
             if key in seen:
                 first = seen[key]
-                errors.add(key_loc, f"duplicate key '{key}' (first defined at {first.line}:{first.col})")
+                errors.add(
+                    key_loc, f"duplicate key '{key}' (first defined at {first.line}:{first.col})"
+                )
                 continue
             seen[key] = key_loc
             entries.append((key, key_loc, _convert(value_node, path, loader, errors)))
@@ -129,7 +131,9 @@ def load_spec(text: str, path: str, errors: Errors | None = None) -> Node:
     finally:
         loader.dispose()
     if root is None:
-        errors.add(Location(path, 1, 1), "the spec is empty; expected a mapping with 'version' and 'ops'")
+        errors.add(
+            Location(path, 1, 1), "the spec is empty; expected a mapping with 'version' and 'ops'"
+        )
         errors.raise_if_any()
     result = _convert(root, path, loader, errors)
     if own:

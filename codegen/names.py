@@ -13,9 +13,7 @@ import keyword
 import re
 
 IDENTIFIER = re.compile(r"[A-Za-z][A-Za-z0-9_]*")
-RESERVED = frozenset(
-    {"torch", "Tensor", "NamedTuple", "ctx", "self", "cls", "pytest", "batch"}
-)
+RESERVED = frozenset({"torch", "Tensor", "NamedTuple", "ctx", "self", "cls", "pytest", "batch"})
 BUILTINS = frozenset(n for n in dir(builtins) if not n.startswith("_"))
 
 

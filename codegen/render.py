@@ -7,15 +7,17 @@ from pathlib import Path
 import jinja2
 
 from .model import Spec
-from .views import package_view
 from .tests_view import tests_view
+from .views import package_view
 
 # Kept out of the literal so that tools skipping generated files do not skip the generator.
 MARKER = "@" + "generated"
 
 
 def header(spec_name: str) -> str:
-    return f"# {MARKER} by codegen from {spec_name} — do not edit; run: python -m codegen regenerate"
+    return (
+        f"# {MARKER} by codegen from {spec_name} — do not edit; run: python -m codegen regenerate"
+    )
 
 
 def template_dir() -> Path:
@@ -47,8 +49,14 @@ def render(spec: Spec, spec_name: str) -> dict[str, str]:
     files[f"{root}/_runtime.py"] = env.get_template("runtime.py.jinja").render(header=head)
     files[f"{root}/_testing.py"] = env.get_template("testing.py.jinja").render(header=head)
     files["tests/conftest.py"] = env.get_template("conftest.py.jinja").render(header=head, pkg=pkg)
-    for op_view, op in zip(pkg.ops, spec.ops):
-        files[f"{root}/{op_view.module}.py"] = env.get_template("op.py.jinja").render(header=head, op=op_view)
+    views = {v.name: v for v in pkg.ops}
+    for op in spec.ops:
+        op_view = views[op.name]
+        files[f"{root}/{op_view.module}.py"] = env.get_template("op.py.jinja").render(
+            header=head, op=op_view
+        )
         tv = tests_view(spec, op, op_view)
-        files[f"tests/test_{op.name}.py"] = env.get_template("test_op.py.jinja").render(header=head, t=tv)
+        files[f"tests/test_{op.name}.py"] = env.get_template("test_op.py.jinja").render(
+            header=head, t=tv
+        )
     return dict(sorted(files.items()))

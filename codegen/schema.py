@@ -138,7 +138,9 @@ def _offset_of(text: str, pattern: str) -> int | None:
 def parse_schema(qualname: str, text: str) -> Schema:
     """Parse ``text`` ("(args) -> returns") as the schema of ``qualname``; raise SchemaError."""
     if not isinstance(text, str) or not text.strip().startswith("("):
-        raise SchemaError("a schema starts with '(' and lists the arguments, e.g. '(Tensor x) -> Tensor'", 0)
+        raise SchemaError(
+            "a schema starts with '(' and lists the arguments, e.g. '(Tensor x) -> Tensor'", 0
+        )
     full = f"{qualname}{text}"
     try:
         parsed = torch._C.parse_schema(full)
@@ -150,7 +152,9 @@ def parse_schema(qualname: str, text: str) -> Schema:
                 offset = max(0, line.index("~") - len(qualname))
         message = lines[0].rstrip(":").strip() if lines else "invalid schema"
         if "unexpected type" in message:
-            message = "unknown or misplaced type; types are: Tensor, " + ", ".join(_SCALAR_ANNOTATIONS)
+            message = "unknown or misplaced type; types are: Tensor, " + ", ".join(
+                _SCALAR_ANNOTATIONS
+            )
         if "INTERNAL ASSERT FAILED" in message:
             message = message.split("please report a bug to PyTorch.")[-1].strip()
             message = message.split(". Parameter")[0].strip().rstrip(".")
@@ -226,11 +230,15 @@ def parse_schema(qualname: str, text: str) -> Schema:
             Return(
                 name=ret.name or None,
                 type=type_text,
-                alias=sorted(alias.before_set)[0] if alias is not None and alias.before_set else None,
+                alias=sorted(alias.before_set)[0]
+                if alias is not None and alias.before_set
+                else None,
                 is_write=bool(alias.is_write) if alias is not None else False,
             )
         )
-    return Schema(text=text, canonical=str(parsed), arguments=tuple(arguments), returns=tuple(returns))
+    return Schema(
+        text=text, canonical=str(parsed), arguments=tuple(arguments), returns=tuple(returns)
+    )
 
 
 def _check_default(name: str, base: str, raw_type: str, value, text: str) -> None:
@@ -241,7 +249,9 @@ def _check_default(name: str, base: str, raw_type: str, value, text: str) -> Non
                 _offset_of(text, rf"\b{re.escape(name)}\s*="),
             )
         return
-    expected = {"int": int, "SymInt": int, "float": (int, float), "bool": bool, "str": str}.get(base)
+    expected = {"int": int, "SymInt": int, "float": (int, float), "bool": bool, "str": str}.get(
+        base
+    )
     if expected is None or "[" in raw_type:
         return
     ok = isinstance(value, expected) and not (base in ("int", "SymInt") and isinstance(value, bool))

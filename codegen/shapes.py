@@ -25,7 +25,8 @@ class Expr:
     """A checked integer expression; ``text`` is its canonical rendering."""
 
     text: str
-    names: tuple[str, ...]
+    names: tuple[str, ...]  # dim names read
+    tensors: tuple[str, ...] = ()  # tensors whose .shape is read or whose presence is tested
 
     @property
     def name(self) -> str | None:
@@ -35,8 +36,11 @@ class Expr:
     def render(self, rename: dict[str, str]) -> str:
         return _render(ast.parse(self.text, mode="eval").body, rename)
 
-    def evaluate(self, env: dict[str, int]) -> int:
-        return _evaluate(ast.parse(self.text, mode="eval").body, env)
+    def evaluate(
+        self, env: dict[str, int], tensors: dict[str, tuple[int, ...] | None] | None = None
+    ) -> int:
+        """Value for sizes ``env``; ``tensors`` gives shapes of inputs (None: absent)."""
+        return _evaluate(ast.parse(self.text, mode="eval").body, env, tensors or {})
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,6 +71,13 @@ class Shape:
 
 
 def _render(node: ast.AST, rename: dict[str, str]) -> str:
+    if isinstance(node, ast.IfExp):
+        return f"{_render(node.body, rename)} if {_render(node.test, rename)} else {_render(node.orelse, rename)}"
+    if isinstance(node, ast.Compare):
+        op = "is not" if isinstance(node.ops[0], ast.IsNot) else "is"
+        return f"{node.left.id} {op} None"
+    if isinstance(node, ast.Subscript):
+        return f"{node.value.value.id}.shape[{_render(node.slice, {})}]"
     if isinstance(node, ast.Constant):
         return str(node.value)
     if isinstance(node, ast.Name):
@@ -86,6 +97,8 @@ _PREC = {ast.Add: 1, ast.Sub: 1, ast.Mult: 2, ast.FloorDiv: 2}
 
 def _render_operand(node, rename, parent=None, right=False) -> str:
     text = _render(node, rename)
+    if isinstance(node, ast.IfExp):
+        return f"({text})"
     if isinstance(node, ast.BinOp) and parent is not None:
         mine, theirs = _PREC[type(node.op)], _PREC[type(parent.op)]
         if mine < theirs or (right and mine == theirs):
@@ -95,14 +108,22 @@ def _render_operand(node, rename, parent=None, right=False) -> str:
     return text
 
 
-def _evaluate(node: ast.AST, env: dict[str, int]) -> int:
+def _evaluate(node: ast.AST, env: dict[str, int], tensors) -> int:
+    if isinstance(node, ast.IfExp):
+        present = tensors.get(node.test.left.id) is not None
+        if isinstance(node.test.ops[0], ast.Is):
+            present = not present
+        return _evaluate(node.body if present else node.orelse, env, tensors)
+    if isinstance(node, ast.Subscript):
+        shape = tensors[node.value.value.id]
+        return shape[_evaluate(node.slice, env, tensors)]
     if isinstance(node, ast.Constant):
         return int(node.value)
     if isinstance(node, ast.Name):
         return env[node.id]
     if isinstance(node, ast.UnaryOp):
-        return -_evaluate(node.operand, env)
-    left, right = _evaluate(node.left, env), _evaluate(node.right, env)
+        return -_evaluate(node.operand, env, tensors)
+    left, right = _evaluate(node.left, env, tensors), _evaluate(node.right, env, tensors)
     op = type(node.op)
     if op is ast.Add:
         return left + right
@@ -113,7 +134,44 @@ def _evaluate(node: ast.AST, env: dict[str, int]) -> int:
     return left // right
 
 
-def _check(node: ast.AST, names: list[str]) -> None:
+def _check(node: ast.AST, names: list[str], tensors: list[str] | None = None) -> None:
+    if tensors is not None and isinstance(node, ast.IfExp):
+        test = node.test
+        if not (
+            isinstance(test, ast.Compare)
+            and isinstance(test.left, ast.Name)
+            and len(test.ops) == 1
+            and isinstance(test.ops[0], (ast.Is, ast.IsNot))
+            and isinstance(test.comparators[0], ast.Constant)
+            and test.comparators[0].value is None
+        ):
+            raise ShapeError(
+                f"a condition must be '<input> is None' or '<input> is not None', got '{ast.unparse(test)}'"
+            )
+        if test.left.id not in tensors:
+            tensors.append(test.left.id)
+        _check(node.body, names, tensors)
+        _check(node.orelse, names, tensors)
+        return
+    if tensors is not None and isinstance(node, ast.Subscript):
+        base = node.value
+        idx = node.slice
+        if isinstance(idx, ast.UnaryOp) and isinstance(idx.op, ast.USub):
+            idx_ok = isinstance(idx.operand, ast.Constant) and type(idx.operand.value) is int
+        else:
+            idx_ok = isinstance(idx, ast.Constant) and type(idx.value) is int
+        if not (
+            isinstance(base, ast.Attribute)
+            and base.attr == "shape"
+            and isinstance(base.value, ast.Name)
+            and idx_ok
+        ):
+            raise ShapeError(
+                f"only '<input>.shape[<int>]' indexing is allowed, got '{ast.unparse(node)}'"
+            )
+        if base.value.id not in tensors:
+            tensors.append(base.value.id)
+        return
     if isinstance(node, ast.Constant):
         if isinstance(node.value, bool) or not isinstance(node.value, int):
             raise ShapeError(f"only integer literals are allowed, got {node.value!r}")
@@ -125,11 +183,11 @@ def _check(node: ast.AST, names: list[str]) -> None:
             names.append(node.id)
         return
     if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
-        _check(node.operand, names)
+        _check(node.operand, names, tensors)
         return
     if isinstance(node, ast.BinOp) and type(node.op) in _BINOPS:
-        _check(node.left, names)
-        _check(node.right, names)
+        _check(node.left, names, tensors)
+        _check(node.right, names, tensors)
         return
     raise ShapeError(
         f"unsupported syntax '{ast.unparse(node)}'; use dim names, integers, + - * // and parentheses"
@@ -154,6 +212,23 @@ def parse_entry(entry: object) -> Expr | str:
     names: list[str] = []
     _check(tree, names)
     return Expr(_render(tree, {}), tuple(names))
+
+
+def parse_dim_expr(text: object) -> Expr:
+    """A derived dim: integer arithmetic over dims, ``<input>.shape[i]`` and
+    ``a if <input> is None else b``."""
+    if isinstance(text, int) and not isinstance(text, bool):
+        return Expr(str(text), ())
+    if not isinstance(text, str) or not text.strip():
+        raise ShapeError(f"a derived dim must be an expression string, got {text!r}")
+    try:
+        tree = ast.parse(text.strip(), mode="eval").body
+    except SyntaxError:
+        raise ShapeError(f"cannot parse dim expression '{text}'") from None
+    names: list[str] = []
+    tensors: list[str] = []
+    _check(tree, names, tensors)
+    return Expr(_render(tree, {}), tuple(names), tuple(tensors))
 
 
 def parse_shape(entries: list[object]) -> Shape:

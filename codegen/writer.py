@@ -78,7 +78,9 @@ def write(files: dict[str, str], out: Path, check: bool = False) -> Report:
         if check:
             old = (out / rel).read_text(encoding="utf-8")
             report.diff.extend(
-                difflib.unified_diff(old.splitlines(keepends=True), [], fromfile=f"a/{rel}", tofile="/dev/null")
+                difflib.unified_diff(
+                    old.splitlines(keepends=True), [], fromfile=f"a/{rel}", tofile="/dev/null"
+                )
             )
         else:
             (out / rel).unlink()

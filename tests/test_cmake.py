@@ -31,7 +31,9 @@ def test_cmake_configure_generates_the_committed_tree(tmp_path):
     assert result.returncode == 0, result.stdout + result.stderr
     assert _tree(build / "generated") == _tree(ROOT / "generated")
     check = subprocess.run(
-        ["cmake", "--build", str(build), "--target", "check_generated"], capture_output=True, text=True
+        ["cmake", "--build", str(build), "--target", "check_generated"],
+        capture_output=True,
+        text=True,
     )
     assert check.returncode == 0, check.stdout + check.stderr
 

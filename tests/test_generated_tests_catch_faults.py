@@ -124,19 +124,19 @@ def test_correct_launchers_pass(project):
 def test_fake_strides_disagreeing_with_the_kernel_fail(project):
     code, failed = _run(project, "strides")
     assert code == 1
-    assert "test_opcheck_forward[fp32-batch3-D5-permuted-x]" in failed
-    assert not any(name.endswith("-compact]") for name in failed), failed
+    assert "test_opcheck_forward[fp32-batch3-D5-permuted-x-default]" in failed
+    assert not any(name.endswith("-compact-default]") for name in failed), failed
 
 
 def test_fake_dtype_disagreeing_with_the_kernel_fails(project):
     code, failed = _run(project, "dtype")
     assert code == 1
-    assert "test_opcheck_forward[bf16-batch3-D5-compact]" in failed
+    assert "test_opcheck_forward[bf16-batch3-D5-compact-default]" in failed
     assert not any(name.startswith("test_opcheck_forward[fp32") for name in failed), failed
 
 
 def test_wrong_elements_on_a_permuted_input_fail(project):
     code, failed = _run(project, "wrong_elements")
     assert code == 1
-    assert "test_forward_matches_reference[fp32-batch3-D5-permuted-x]" in failed
-    assert "test_forward_matches_reference[fp32-batch3-D5-compact]" not in failed
+    assert "test_forward_matches_reference[fp32-batch3-D5-permuted-x-default]" in failed
+    assert "test_forward_matches_reference[fp32-batch3-D5-compact-default]" not in failed

@@ -53,7 +53,7 @@ CASES = [
         replace("    reference:", "    launcher: x\n    reference:"),
         [
             "ops.yaml:19:5: error: [l2norm] unknown key 'launcher' in an operator; expected one of: "
-            "doc, integration, forward, backward, inputs, outputs, reference, tests"
+            "doc, integration, forward, backward, inputs, outputs, dims, variants, reference, tests"
         ],
     ),
     (
@@ -77,17 +77,23 @@ CASES = [
     (
         "schema-syntax",
         replace(SCHEMA, SCHEMA.replace("1e-6)", "1e-6")),
-        ["ops.yaml:7:42: error: [l2norm] forward schema: invalid schema: expected ) but found 'arrow' here"],
+        [
+            "ops.yaml:7:42: error: [l2norm] forward schema: invalid schema: expected ) but found 'arrow' here"
+        ],
     ),
     (
         "schema-unknown-type",
         replace(SCHEMA, SCHEMA.replace("float eps", "floot eps")),
-        [f"ops.yaml:7:37: error: [l2norm] forward schema: invalid schema: unknown or misplaced type; types are: {TYPES}"],
+        [
+            f"ops.yaml:7:37: error: [l2norm] forward schema: invalid schema: unknown or misplaced type; types are: {TYPES}"
+        ],
     ),
     (
         "schema-bad-default",
         replace(SCHEMA, SCHEMA.replace("float eps=1e-6", "int eps=1.5")),
-        ["ops.yaml:7:31: error: [l2norm] forward schema: default of argument 'eps' (1.5) is not a valid int"],
+        [
+            "ops.yaml:7:31: error: [l2norm] forward schema: default of argument 'eps' (1.5) is not a valid int"
+        ],
     ),
     (
         "schema-duplicate-argument",
@@ -104,11 +110,11 @@ CASES = [
         ],
     ),
     (
-        "schema-mutation-unsupported",
+        "schema-mutation-undeclared-input",
         replace(SCHEMA, SCHEMA.replace("Tensor x", "Tensor(a!) x")),
         [
-            "ops.yaml:7:15: error: [l2norm] forward schema: argument 'x' is annotated as "
-            "aliased/mutated; mutation is not supported by this generator yet"
+            "ops.yaml:15:7: error: [l2norm] the forward schema declares 'x' mutable (a!) but the "
+            "input is not marked 'mutated: true'"
         ],
     ),
     (
@@ -138,7 +144,9 @@ CASES = [
     (
         "launcher-missing-module",
         replace(CPU_FWD, CPU_FWD.replace("triton:", "tritonn:")),
-        ["ops.yaml:9:14: error: [l2norm] cpu launcher: module 'attnops_kernels.l2norm.tritonn' not found"],
+        [
+            "ops.yaml:9:14: error: [l2norm] cpu launcher: module 'attnops_kernels.l2norm.tritonn' not found"
+        ],
     ),
     (
         "input-not-in-schema",
@@ -151,7 +159,9 @@ CASES = [
     (
         "tensor-argument-undeclared",
         replace(SCHEMA, SCHEMA.replace("Tensor x,", "Tensor x, Tensor w,")),
-        ["ops.yaml:7:15: error: [l2norm] tensor argument 'w' has no entry under 'inputs' (shape and dtypes)"],
+        [
+            "ops.yaml:7:15: error: [l2norm] tensor argument 'w' has no entry under 'inputs' (shape and dtypes)"
+        ],
     ),
     (
         "unknown-dtype",
@@ -172,7 +182,9 @@ CASES = [
     (
         "shape-reserved-name",
         replace(X, X.replace("D]", "_D]")),
-        ["ops.yaml:15:18: error: [l2norm] shape of input 'x': dim name '_D' must not start with '_'"],
+        [
+            "ops.yaml:15:18: error: [l2norm] shape of input 'x': dim name '_D' must not start with '_'"
+        ],
     ),
     (
         "output-dim-unbound",
@@ -182,7 +194,9 @@ CASES = [
     (
         "saved-output-unused",
         replace(BWD, BWD.replace(", Tensor rstd", "")),
-        ["ops.yaml:18:7: error: [l2norm] output 'rstd' is neither public nor used by the backward schema"],
+        [
+            "ops.yaml:18:7: error: [l2norm] output 'rstd' is neither public nor used by the backward schema"
+        ],
     ),
     (
         "backward-unknown-argument",
@@ -226,7 +240,9 @@ CASES = [
     (
         "tolerance-shape",
         replace("float32: [1.0e-5, 1.0e-5]", "float32: [1.0e-5]"),
-        ["ops.yaml:24:18: error: [l2norm] tolerance for float32 must be [atol, rtol], two non-negative numbers"],
+        [
+            "ops.yaml:24:18: error: [l2norm] tolerance for float32 must be [atol, rtol], two non-negative numbers"
+        ],
     ),
     (
         "empty-spec",
@@ -248,7 +264,9 @@ CASES = [
     ),
     (
         "several-problems-at-once",
-        replace(CPU_FWD, CPU_FWD.replace("cpu:", "gpu:"), replace(X, X.replace("float32", "float23"))),
+        replace(
+            CPU_FWD, CPU_FWD.replace("cpu:", "gpu:"), replace(X, X.replace("float32", "float23"))
+        ),
         [
             "ops.yaml:9:9: error: [l2norm] unknown device 'gpu' (did you mean 'cpu'?); "
             "expected one of: cuda, cpu",

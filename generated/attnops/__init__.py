@@ -5,9 +5,18 @@ Importing this package registers every operator with ``torch.library``; kernel b
 imported on first launch.
 """
 
+from .block_mask_worklist import BlockMaskWorklistOutput, block_mask_worklist
+from .gate import GateOutput, gate
 from .l2norm import L2normOutput, l2norm
+from .recurrent_gla_step import RecurrentGlaStepOutput, recurrent_gla_step
 
 __all__ = [
+    "BlockMaskWorklistOutput",
+    "GateOutput",
     "L2normOutput",
+    "RecurrentGlaStepOutput",
+    "block_mask_worklist",
+    "gate",
     "l2norm",
+    "recurrent_gla_step",
 ]

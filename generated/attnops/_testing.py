@@ -14,6 +14,24 @@ def randn(gen: torch.Generator, shape: tuple[int, ...], dtype: torch.dtype) -> T
     return torch.randn(shape, generator=gen, dtype=torch.float32).to(device=DEVICE, dtype=dtype)
 
 
+def logsigmoid(gen: torch.Generator, shape: tuple[int, ...], dtype: torch.dtype) -> Tensor:
+    """Negative log-decays, as gates produce them."""
+    return torch.nn.functional.logsigmoid(randn(gen, shape, torch.float32)).to(dtype)
+
+
+def mask(gen: torch.Generator, shape: tuple[int, ...], dtype: torch.dtype) -> Tensor:
+    """A boolean mask with about half of the entries set."""
+    return (torch.rand(shape, generator=gen) < 0.5).to(device=DEVICE, dtype=dtype)
+
+
+def float32_copies(inputs: dict) -> dict:
+    """Independent float32 copies of floating tensors (the reference computes in float32)."""
+    return {
+        k: v.detach().clone().float() if isinstance(v, Tensor) and v.is_floating_point() else v
+        for k, v in inputs.items()
+    }
+
+
 def _inner_pair(t: Tensor) -> tuple[int, int] | None:
     dims = [d for d in range(t.ndim) if t.shape[d] > 1]
     return (dims[-2], dims[-1]) if len(dims) >= 2 else None

@@ -48,7 +48,6 @@ def _l2norm_bwd_fake(grad_y: Tensor, x: Tensor, rstd: Tensor) -> Tensor:
 
 _l2norm_fwd = torch.ops.attnops.l2norm_fwd.default
 _l2norm_bwd = torch.ops.attnops.l2norm_bwd.default
-_L2NORM_DEVICES = ("cpu", "cuda", "meta")
 _L2NORM_X_DTYPES = (torch.bfloat16, torch.float16, torch.float32)
 
 
@@ -94,8 +93,8 @@ def l2norm(x: Tensor, eps: float = 1e-06) -> L2normOutput:
         raise ValueError(
             f"l2norm: expected x of shape [..., D] (at least 1 dims), got shape {tuple(x.shape)}"
         )
-    if x.device.type not in _L2NORM_DEVICES:
-        raise ValueError(f"l2norm: x is on {x.device}; supported devices: cpu, cuda, meta")
+    if not (x.is_cuda or x.is_cpu or x.is_meta):
+        raise ValueError(f"l2norm: x is on {x.device}; supported devices: cuda, cpu, meta")
     y = _L2normFunction.apply(x, eps)
     return L2normOutput(y)
 

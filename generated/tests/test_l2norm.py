@@ -8,8 +8,16 @@ import functools
 import pytest
 import torch
 
+from attnops import _testing as _t
 from attnops import l2norm
-from attnops._testing import as_tuple, assert_close, can_permute, dense_permuted, randn
+from attnops._testing import (
+    as_tuple,
+    assert_close,
+    can_permute,
+    dense_permuted,
+    float32_copies,
+    randn,
+)
 from attnops_kernels.l2norm.reference import l2norm_ref
 
 _fwd = torch.ops.attnops.l2norm_fwd.default
@@ -37,64 +45,122 @@ GRAD_TOLERANCE = {
     "fp16": (0.002, 0.002),
     "fp32": (1e-05, 1e-05),
 }
-# (sample, dtype, layout): "permuted-<input>" gives that input a dense non-contiguous layout.
+# Variant values, presence of optional inputs.
+CONFIGS = {
+    "default": {},
+}
+DEFAULT_CONFIG = "default"
+# (sample, dtype, layout, config); "permuted-<input>" gives that input a dense permuted layout.
 CASES = [
-    pytest.param("batch2x3-D64", "bf16", "compact", id="bf16-batch2x3-D64-compact"),
-    pytest.param("batch2x3-D64", "bf16", "permuted-x", id="bf16-batch2x3-D64-permuted-x"),
-    pytest.param("batch2x3-D64", "fp16", "compact", id="fp16-batch2x3-D64-compact"),
-    pytest.param("batch2x3-D64", "fp16", "permuted-x", id="fp16-batch2x3-D64-permuted-x"),
-    pytest.param("batch2x3-D64", "fp32", "compact", id="fp32-batch2x3-D64-compact"),
-    pytest.param("batch2x3-D64", "fp32", "permuted-x", id="fp32-batch2x3-D64-permuted-x"),
-    pytest.param("batch5x7-D63", "bf16", "compact", id="bf16-batch5x7-D63-compact"),
-    pytest.param("batch5x7-D63", "bf16", "permuted-x", id="bf16-batch5x7-D63-permuted-x"),
-    pytest.param("batch5x7-D63", "fp16", "compact", id="fp16-batch5x7-D63-compact"),
-    pytest.param("batch5x7-D63", "fp16", "permuted-x", id="fp16-batch5x7-D63-permuted-x"),
-    pytest.param("batch5x7-D63", "fp32", "compact", id="fp32-batch5x7-D63-compact"),
-    pytest.param("batch5x7-D63", "fp32", "permuted-x", id="fp32-batch5x7-D63-permuted-x"),
-    pytest.param("batch3-D256", "bf16", "compact", id="bf16-batch3-D256-compact"),
-    pytest.param("batch3-D256", "bf16", "permuted-x", id="bf16-batch3-D256-permuted-x"),
-    pytest.param("batch3-D256", "fp16", "compact", id="fp16-batch3-D256-compact"),
-    pytest.param("batch3-D256", "fp16", "permuted-x", id="fp16-batch3-D256-permuted-x"),
-    pytest.param("batch3-D256", "fp32", "compact", id="fp32-batch3-D256-compact"),
-    pytest.param("batch3-D256", "fp32", "permuted-x", id="fp32-batch3-D256-permuted-x"),
-    pytest.param("batch4x2-D100", "bf16", "compact", id="bf16-batch4x2-D100-compact"),
-    pytest.param("batch4x2-D100", "bf16", "permuted-x", id="bf16-batch4x2-D100-permuted-x"),
-    pytest.param("batch4x2-D100", "fp16", "compact", id="fp16-batch4x2-D100-compact"),
-    pytest.param("batch4x2-D100", "fp16", "permuted-x", id="fp16-batch4x2-D100-permuted-x"),
-    pytest.param("batch4x2-D100", "fp32", "compact", id="fp32-batch4x2-D100-compact"),
-    pytest.param("batch4x2-D100", "fp32", "permuted-x", id="fp32-batch4x2-D100-permuted-x"),
+    pytest.param(
+        "batch2x3-D64", "bf16", "compact", "default", id="bf16-batch2x3-D64-compact-default"
+    ),
+    pytest.param(
+        "batch2x3-D64", "bf16", "permuted-x", "default", id="bf16-batch2x3-D64-permuted-x-default"
+    ),
+    pytest.param(
+        "batch2x3-D64", "fp16", "compact", "default", id="fp16-batch2x3-D64-compact-default"
+    ),
+    pytest.param(
+        "batch2x3-D64", "fp16", "permuted-x", "default", id="fp16-batch2x3-D64-permuted-x-default"
+    ),
+    pytest.param(
+        "batch2x3-D64", "fp32", "compact", "default", id="fp32-batch2x3-D64-compact-default"
+    ),
+    pytest.param(
+        "batch2x3-D64", "fp32", "permuted-x", "default", id="fp32-batch2x3-D64-permuted-x-default"
+    ),
+    pytest.param(
+        "batch5x7-D63", "bf16", "compact", "default", id="bf16-batch5x7-D63-compact-default"
+    ),
+    pytest.param(
+        "batch5x7-D63", "bf16", "permuted-x", "default", id="bf16-batch5x7-D63-permuted-x-default"
+    ),
+    pytest.param(
+        "batch5x7-D63", "fp16", "compact", "default", id="fp16-batch5x7-D63-compact-default"
+    ),
+    pytest.param(
+        "batch5x7-D63", "fp16", "permuted-x", "default", id="fp16-batch5x7-D63-permuted-x-default"
+    ),
+    pytest.param(
+        "batch5x7-D63", "fp32", "compact", "default", id="fp32-batch5x7-D63-compact-default"
+    ),
+    pytest.param(
+        "batch5x7-D63", "fp32", "permuted-x", "default", id="fp32-batch5x7-D63-permuted-x-default"
+    ),
+    pytest.param(
+        "batch3-D256", "bf16", "compact", "default", id="bf16-batch3-D256-compact-default"
+    ),
+    pytest.param(
+        "batch3-D256", "bf16", "permuted-x", "default", id="bf16-batch3-D256-permuted-x-default"
+    ),
+    pytest.param(
+        "batch3-D256", "fp16", "compact", "default", id="fp16-batch3-D256-compact-default"
+    ),
+    pytest.param(
+        "batch3-D256", "fp16", "permuted-x", "default", id="fp16-batch3-D256-permuted-x-default"
+    ),
+    pytest.param(
+        "batch3-D256", "fp32", "compact", "default", id="fp32-batch3-D256-compact-default"
+    ),
+    pytest.param(
+        "batch3-D256", "fp32", "permuted-x", "default", id="fp32-batch3-D256-permuted-x-default"
+    ),
+    pytest.param(
+        "batch4x2-D100", "bf16", "compact", "default", id="bf16-batch4x2-D100-compact-default"
+    ),
+    pytest.param(
+        "batch4x2-D100", "bf16", "permuted-x", "default", id="bf16-batch4x2-D100-permuted-x-default"
+    ),
+    pytest.param(
+        "batch4x2-D100", "fp16", "compact", "default", id="fp16-batch4x2-D100-compact-default"
+    ),
+    pytest.param(
+        "batch4x2-D100", "fp16", "permuted-x", "default", id="fp16-batch4x2-D100-permuted-x-default"
+    ),
+    pytest.param(
+        "batch4x2-D100", "fp32", "compact", "default", id="fp32-batch4x2-D100-compact-default"
+    ),
+    pytest.param(
+        "batch4x2-D100", "fp32", "permuted-x", "default", id="fp32-batch4x2-D100-permuted-x-default"
+    ),
 ]
+ARG_NAMES = ("x", "eps")
 PUBLIC_OUTPUTS = ("y",)
 DIFFERENTIABLE = ("x",)
-ARG_NAMES = ("x", "eps")
+MUTATED = ()
+FLAG = None
 
 
-def make_inputs(sample: str, dtype: str, layout: str = "compact") -> dict:
-    s = SAMPLES[sample]
-    dtype = DTYPES[dtype]
-    gen = torch.Generator().manual_seed(SEED)
-    x = randn(gen, (*s["batch"], s["D"]), dtype)
-    if layout == "permuted-x":
-        x = dense_permuted(x)
-    return {"x": x, "eps": 1e-06}
+def make_inputs(_sample: str, _dtype: str, _layout: str = "compact", _config: str = DEFAULT_CONFIG):
+    _s = SAMPLES[_sample]
+    _c = CONFIGS[_config]
+    _dt = DTYPES[_dtype]
+    _gen = torch.Generator().manual_seed(SEED)
+    batch = _s["batch"]
+    D = _s["D"]
+    x = _t.randn(_gen, (*batch, D), _dt)
+    if _layout == "permuted-x":
+        x = _t.dense_permuted(x)
+    return {"x": x, "eps": _s.get("eps", 1e-06)}
 
 
-def float32_copies(inputs: dict) -> dict:
-    return {
-        k: v.detach().float() if isinstance(v, torch.Tensor) and v.is_floating_point() else v
-        for k, v in inputs.items()
-    }
+def call(fn, inputs: dict, config: str):
+    """Call the public function (or the reference) the way a user would."""
+    flags = {FLAG: CONFIGS[config][FLAG]} if FLAG else {}
+    return as_tuple(fn(**inputs, **flags))
 
 
-@pytest.mark.parametrize("sample, dtype, layout", CASES)
-def test_opcheck_forward(sample, dtype, layout):
-    inputs = make_inputs(sample, dtype, layout)
-    torch.library.opcheck(_fwd, tuple(inputs[k] for k in ARG_NAMES))
+@pytest.mark.parametrize("sample, dtype, layout, config", CASES)
+def test_opcheck_forward(sample, dtype, layout, config):
+    inputs = make_inputs(sample, dtype, layout, config)
+    op = _fwd
+    torch.library.opcheck(op, tuple(inputs[k] for k in ARG_NAMES))
 
 
-@pytest.mark.parametrize("sample, dtype, layout", CASES)
-def test_opcheck_backward(sample, dtype, layout):
-    inputs = make_inputs(sample, dtype)
+@pytest.mark.parametrize("sample, dtype, layout, config", CASES)
+def test_opcheck_backward(sample, dtype, layout, config):
+    inputs = make_inputs(sample, dtype, "compact", config)
     gen = torch.Generator().manual_seed(SEED + 1)
     y, rstd = _fwd(*(inputs[k] for k in ARG_NAMES))
     grad_y = randn(gen, y.shape, y.dtype)
@@ -104,38 +170,47 @@ def test_opcheck_backward(sample, dtype, layout):
     torch.library.opcheck(_bwd, tuple(args))
 
 
-@pytest.mark.parametrize("sample, dtype, layout", CASES)
-def test_forward_matches_reference(sample, dtype, layout):
-    inputs = make_inputs(sample, dtype, layout)
-    out = l2norm(**inputs)
-    expected = as_tuple(l2norm_ref(**float32_copies(inputs)))
+@pytest.mark.parametrize("sample, dtype, layout, config", CASES)
+def test_forward_matches_reference(sample, dtype, layout, config):
+    inputs = make_inputs(sample, dtype, layout, config)
+    expected_inputs = float32_copies(inputs)
+    out = call(l2norm, inputs, config)
+    expected = call(l2norm_ref, expected_inputs, config)
     assert len(out) == len(expected) == len(PUBLIC_OUTPUTS)
     atol, rtol = TOLERANCE[dtype]
     for name, got, want in zip(PUBLIC_OUTPUTS, out, expected, strict=True):
+        assert (got is None) == (want is None), f"{name}: {got is None=} but {want is None=}"
+        if got is None:
+            continue
         assert got.is_contiguous(), f"{name} is not contiguous: strides {got.stride()}"
         assert_close(got, want, atol, rtol, name)
+    for name in MUTATED:
+        assert_close(inputs[name], expected_inputs[name], atol, rtol, f"{name} after the update")
 
 
-def _loss_and_grads(fn, inputs: dict, gen: torch.Generator, weights=None):
-    leaves = {k: inputs[k].detach().requires_grad_() for k in DIFFERENTIABLE}
-    out = as_tuple(fn(**{**inputs, **leaves}))
+def _loss_and_grads(fn, inputs: dict, config: str, gen: torch.Generator, weights=None):
+    names = [k for k in DIFFERENTIABLE if inputs[k] is not None]
+    leaves = {k: inputs[k].detach().requires_grad_() for k in names}
+    out = call(fn, {**inputs, **leaves}, config)
+    present = [o for o in out if o is not None]
     if weights is None:
-        weights = [randn(gen, o.shape, torch.float32) for o in out]
-    loss = sum((o.float() * w).sum() for o, w in zip(out, weights, strict=True))
-    grads = torch.autograd.grad(loss, [leaves[k] for k in DIFFERENTIABLE])
-    return out, weights, grads
+        weights = [randn(gen, o.shape, torch.float32) for o in present]
+    loss = sum((o.float() * w).sum() for o, w in zip(present, weights, strict=True))
+    grads = torch.autograd.grad(loss, [leaves[k] for k in names])
+    return out, weights, dict(zip(names, grads, strict=True))
 
 
-@pytest.mark.parametrize("sample, dtype, layout", CASES)
-def test_gradients_match_reference(sample, dtype, layout):
-    inputs = make_inputs(sample, dtype, layout)
+@pytest.mark.parametrize("sample, dtype, layout, config", CASES)
+def test_gradients_match_reference(sample, dtype, layout, config):
+    inputs = make_inputs(sample, dtype, layout, config)
     gen = torch.Generator().manual_seed(SEED + 2)
-    _, weights, grads = _loss_and_grads(l2norm, inputs, gen)
-    _, _, expected = _loss_and_grads(l2norm_ref, float32_copies(inputs), gen, weights)
+    _, weights, grads = _loss_and_grads(l2norm, inputs, config, gen)
+    _, _, expected = _loss_and_grads(l2norm_ref, float32_copies(inputs), config, gen, weights)
     atol, rtol = GRAD_TOLERANCE[dtype]
-    for name, got, want in zip(DIFFERENTIABLE, grads, expected, strict=True):
+    assert grads.keys() == expected.keys()
+    for name, got in grads.items():
         assert got.dtype == inputs[name].dtype, f"grad of {name}: dtype {got.dtype}"
-        assert_close(got, want, atol, rtol, f"grad of {name}")
+        assert_close(got, expected[name], atol, rtol, f"grad of {name}")
 
 
 @functools.cache
@@ -143,14 +218,26 @@ def _compiled(dynamic: bool):
     return torch.compile(l2norm, fullgraph=True, dynamic=dynamic)
 
 
+COMPILE_CASES = [
+    pytest.param("batch2x3-D64", "default", id="batch2x3-D64-default"),
+    pytest.param("batch5x7-D63", "default", id="batch5x7-D63-default"),
+]
+
+
 @pytest.mark.parametrize("dynamic", [False, True], ids=["static", "dynamic"])
-@pytest.mark.parametrize("sample", ["batch2x3-D64", "batch5x7-D63"])
-def test_compile_fullgraph(sample, dynamic):
-    inputs = make_inputs(sample, "bf16")
+@pytest.mark.parametrize("sample, config", COMPILE_CASES)
+def test_compile_fullgraph(sample, config, dynamic):
+    inputs = make_inputs(sample, "bf16", "compact", config)
+    eager_inputs = {k: v.clone() if isinstance(v, torch.Tensor) else v for k, v in inputs.items()}
     gen = torch.Generator().manual_seed(SEED + 3)
-    out, weights, grads = _loss_and_grads(_compiled(dynamic), inputs, gen)
-    eager_out, _, eager_grads = _loss_and_grads(l2norm, inputs, gen, weights)
-    for name, got, want in zip(DIFFERENTIABLE, grads, eager_grads, strict=True):
-        assert_close(got, want, 1e-5, 1e-5, f"compiled grad of {name}")
+    out, weights, grads = _loss_and_grads(_compiled(dynamic), inputs, config, gen)
+    eager_out, _, eager_grads = _loss_and_grads(l2norm, eager_inputs, config, gen, weights)
+    assert grads.keys() == eager_grads.keys()
+    for name, got in grads.items():
+        assert_close(got, eager_grads[name], 1e-5, 1e-5, f"compiled grad of {name}")
     for name, got, want in zip(PUBLIC_OUTPUTS, out, eager_out, strict=True):
-        assert_close(got, want, 1e-5, 1e-5, f"compiled {name}")
+        assert (got is None) == (want is None), name
+        if got is not None:
+            assert_close(got, want, 1e-5, 1e-5, f"compiled {name}")
+    for name in MUTATED:
+        assert_close(inputs[name], eager_inputs[name], 1e-5, 1e-5, f"{name} updated under compile")
