@@ -25,6 +25,7 @@ class TestsView:
     registered: bool
     triton_op: bool
     has_backward: bool
+    has_gradients: bool
     has_pair: bool
     pair_suffix: str
     flag: str | None
@@ -246,7 +247,7 @@ class _Builder:
                         f"{IN1}{a.name} = None if {o} is None else randn(gen, {o}.shape, {o}.dtype)"
                     )
                 else:
-                    lines.append(f"{IN1}{a.name} = randn(gen, {o}.shape, {o}.dtype)")
+                    lines.append(f"{IN1}{a.name} = _t.randn(gen, {o}.shape, {o}.dtype)")
                 call_args.append(a.name)
             elif self.fwd.argument(a.name) is not None:
                 call_args.append(f"inputs[{json.dumps(a.name)}]")
@@ -355,6 +356,7 @@ class _Builder:
             registered=op.integration is not Integration.EAGER,
             triton_op=op.integration is Integration.TRITON_OP,
             has_backward=op.backward is not None,
+            has_gradients=op.backward is not None or (op.integration is Integration.EAGER and not any(d.mutated for d in op.inputs)),
             has_pair=self.pair is not None,
             pair_suffix=self.pair.suffix if self.pair else "",
             flag=self.pair.flag if self.pair else None,
@@ -374,9 +376,7 @@ class _Builder:
             make_inputs=tuple(self.make_inputs()),
             bwd_lines=tuple(self.bwd_lines()) if op.backward else (),
             public_outputs=_tuple(public),
-            differentiable=_tuple([d.name for d in op.inputs if d.differentiable])
-            if op.backward
-            else "()",
+            differentiable=self.differentiable(),
             mutated=_tuple([d.name for d in op.inputs if d.mutated])
             if any(d.mutated for d in op.inputs)
             else "()",
@@ -389,9 +389,22 @@ class _Builder:
             helpers=tuple(self.helpers()),
         )
 
+    def differentiable(self) -> str:
+        op = self.op
+        if op.backward is None and op.integration is not Integration.EAGER:
+            return "()"
+        names = [
+            d.name
+            for d in op.inputs
+            if d.differentiable
+            and not d.mutated
+            and any(x.is_floating for x in (d.dtypes or op.primary.dtypes))
+        ]
+        return _tuple(names) if names else "()"
+
     def helpers(self) -> list[str]:
         used = {"as_tuple", "assert_close", "float32_copies"}
-        if self.op.backward is not None:
+        if self.op.backward is not None or self.op.integration is Integration.EAGER:
             used.add("randn")
         if self.op.backward is not None and self.op.integration is not Integration.EAGER:
             used |= {"can_permute", "dense_permuted"}

@@ -28,6 +28,7 @@ class ImplView:
     signature: str
     body: tuple[str, ...]
     devices: tuple[str, ...]  # dispatch keys, e.g. ("CUDA", "CPU")
+    preload: str  # module-level launcher resolution (eager integration), or ""
 
 
 @dataclass(frozen=True)
@@ -222,7 +223,11 @@ class _OpViewBuilder:
         for ref, launchers in by_ref.items():
             suffix = launchers[0].device if len(by_ref) > 1 else "impl"
             name = f"_{base}_{suffix}"
-            call = f"_launcher({json.dumps(ref)})("
+            eager = self.op.integration is Integration.EAGER
+            # Note [eager launchers]: torch.compile inlines eager launchers, and Dynamo cannot
+            # trace an import, so they are resolved once at import time instead of per call.
+            resolved = f"{name}_launcher"
+            call = f"{resolved}(" if eager else f"_launcher({json.dumps(ref)})("
             call_args = args + ([flag] if flag else [])
             if flag is None:
                 body = [bracket(f"return {call}", call_args, ")", IN1)]
@@ -242,6 +247,7 @@ class _OpViewBuilder:
                     signature=bracket(f"def {name}(", params, f") -> {ret}:"),
                     body=tuple(body),
                     devices=tuple(launcher.device.upper() for launcher in launchers),
+                    preload=f"{resolved} = _launcher({json.dumps(ref)})" if eager else "",
                 )
             )
         return tuple(views)

@@ -140,3 +140,140 @@ def test_wrong_elements_on_a_permuted_input_fail(project):
     assert code == 1
     assert "test_forward_matches_reference[fp32-batch3-D5-permuted-x-default]" in failed
     assert "test_forward_matches_reference[fp32-batch3-D5-compact-default]" not in failed
+
+
+MUTATION_SPEC = """\
+version: 1
+namespace: mutops
+ops:
+  bump:
+    doc: Add v into state in place; return the row sums of the new state.
+    forward:
+      schema: "(Tensor(a!) state, Tensor v) -> Tensor total"
+      launchers: {cpu: "mutkern:bump"}
+    inputs:
+      state: {shape: [N, D], dtypes: [float32], mutated: true}
+      v: {shape: [N, D], dtypes: [float32]}
+    outputs:
+      total: {shape: [N], dtype: float32}
+    reference: "mutkern:bump_ref"
+    tests: {samples: [{N: 3, D: 4}], tolerance: {float32: [1.0e-6, 1.0e-6]}}
+  bump_undeclared:
+    doc: The same launcher, with the mutation left out of the schema.
+    forward:
+      schema: "(Tensor state, Tensor v) -> Tensor total"
+      launchers: {cpu: "mutkern:bump"}
+    inputs:
+      state: {shape: [N, D], dtypes: [float32]}
+      v: {shape: [N, D], dtypes: [float32]}
+    outputs:
+      total: {shape: [N], dtype: float32}
+    reference: "mutkern:bump_ref"
+    tests: {samples: [{N: 3, D: 4}], tolerance: {float32: [1.0e-6, 1.0e-6]}}
+  scaled:
+    doc: Traceable PyTorch, no registration.
+    integration: eager
+    forward:
+      schema: "(Tensor x, float alpha=2.0) -> Tensor y"
+      launchers: {cpu: "mutkern:scaled"}
+    inputs:
+      x: {shape: [..., D], dtypes: [float32]}
+    outputs:
+      y: {shape: [..., D], dtype: x}
+    reference: "mutkern:scaled_ref"
+    tests: {samples: [{batch: [3], D: 5}], tolerance: {float32: [1.0e-6, 1.0e-6]}}
+"""
+
+MUTATION_LAUNCHERS = """\
+import torch
+
+
+def bump(state, v):
+    state.add_(v)
+    return state.sum(-1)
+
+
+def bump_ref(state, v):
+    with torch.no_grad():
+        state.add_(v.float())
+    return state.float().sum(-1)
+
+
+def scaled(x, alpha=2.0):
+    return (torch.tanh(x) * alpha).contiguous()
+
+
+def scaled_ref(x, alpha=2.0):
+    return torch.tanh(x.float()) * alpha
+"""
+
+
+@pytest.fixture(scope="module")
+def mutation_project(tmp_path_factory):
+    root = tmp_path_factory.mktemp("mutproject")
+    (root / "ops.yaml").write_text(MUTATION_SPEC)
+    (root / "mutkern.py").write_text(MUTATION_LAUNCHERS)
+    env = {**os.environ, "PYTHONPATH": str(root)}
+    result = subprocess.run(
+        [sys.executable, "-m", "codegen", "regenerate", "--spec", str(root / "ops.yaml"), "-q"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
+    assert result.returncode == 0, result.stderr
+    return root
+
+
+def _run_file(project: Path, name: str) -> tuple[int, set[str], str]:
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(project), str(project / "generated")])}
+    result = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-rf", "-p", "no:cacheprovider"]
+        + [str(project / "generated" / "tests" / name)],
+        cwd=project,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
+    failed = set(re.findall(r"^FAILED \S+::(\S+)", result.stdout, flags=re.M))
+    return result.returncode, failed, result.stdout
+
+
+def test_declared_mutation_passes_and_survives_compile(mutation_project):
+    code, failed, out = _run_file(mutation_project, "test_bump.py")
+    assert code == 0 and not failed, out[-3000:]
+    assert (
+        "test_compile_fullgraph" in (mutation_project / "generated/tests/test_bump.py").read_text()
+    )
+
+
+def test_forgotten_mutation_annotation_is_caught_by_opcheck(mutation_project):
+    code, failed, out = _run_file(mutation_project, "test_bump_undeclared.py")
+    assert code == 1
+    assert "test_opcheck_forward[fp32-N3-D4-compact-default]" in failed
+    assert "test_schema" in out
+
+
+def test_eager_integration_registers_nothing_and_passes(mutation_project):
+    code, failed, out = _run_file(mutation_project, "test_scaled.py")
+    assert code == 0 and not failed, out[-3000:]
+    module = (mutation_project / "generated" / "mutops" / "scaled.py").read_text()
+    assert "torch.library" not in module
+    assert (
+        "test_gradients_match_reference"
+        in (mutation_project / "generated/tests/test_scaled.py").read_text()
+    )
+
+
+def test_generated_code_is_lint_clean_in_a_foreign_project(mutation_project):
+    """Import blocks must not depend on which modules a project's linter calls first-party."""
+    common = ["--isolated", "--line-length", "100"]
+    lint = ["check", *common, "--select", "E,F,W,I,B,UP", "--ignore", "E501", "generated"]
+    for args in (lint, ["format", *common, "--check", "generated"]):
+        result = subprocess.run(
+            [sys.executable, "-m", "ruff", *args],
+            cwd=mutation_project,
+            capture_output=True,
+            text=True,
+        )
+        assert result.returncode == 0, result.stdout + result.stderr

@@ -3,10 +3,19 @@
 
 from __future__ import annotations
 
+import importlib
+from collections.abc import Callable
+
 import torch
 from torch import Tensor
 
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
+
+
+def load(ref: str) -> Callable:
+    """The function named by ``module:function``."""
+    module, _, name = ref.partition(":")
+    return getattr(importlib.import_module(module), name)
 
 
 def randn(gen: torch.Generator, shape: tuple[int, ...], dtype: torch.dtype) -> Tensor:

