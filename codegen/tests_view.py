@@ -83,6 +83,17 @@ def sample_id(sample: Sample, dims: set[str]) -> str:
     return "-".join(parts)
 
 
+def literal_inputs(op: Op) -> set[str]:
+    """Inputs whose values some sample spells out (e.g. sequence offsets)."""
+    return {d.name for d in op.inputs if any(isinstance(s.get(d.name), tuple) for s in op.tests.samples)}
+
+
+def sample_dims(op: Op) -> set[str]:
+    """Dims each sample must size: those bound by inputs the tests generate."""
+    literal = literal_inputs(op)
+    return {name for name, b in plan(op).bound.items() if not b.derived and b.tensor not in literal}
+
+
 def permutable(sizes: list[int]) -> bool:
     """A dense permuted copy differs from a compact one only with two dims of size > 1."""
     return sum(1 for s in sizes if s > 1) >= 2
@@ -95,7 +106,7 @@ class _Builder:
         self.fwd = op.forward.schema
         self.optional = [a.name for a in self.fwd.arguments if a.is_tensor and a.optional]
         self.pair = op.arity_pair
-        self.dims = set(self.plan.bound) - {d.name for d in op.dims}
+        self.dims = sample_dims(op)
 
     def literal_inputs(self) -> set[str]:
         return {

@@ -10,6 +10,7 @@ from .dims import plan
 from .errors import Errors, did_you_mean, one_of
 from .model import DType, Op, Spec
 from .names import check_name
+from .tests_view import sample_dims
 from .schema import _literal
 
 
@@ -376,8 +377,8 @@ class _Op:
         literal_ok = {d.name for d in op.inputs}
         for s in t.samples:
             env = s.env()
-            for name in p.bound:
-                if name not in env and name not in {d.name for d in op.dims}:
+            for name in sorted(sample_dims(op), key=list(p.bound).index):
+                if name not in env:
                     self.error(s.loc, f"sample does not give a size for dim '{name}'")
             for name, a in scalars.items():
                 if a.default is None and s.get(name) is None:

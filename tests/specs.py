@@ -31,3 +31,89 @@ ops:
 def replace(old: str, new: str, text: str = BASE) -> str:
     assert text.count(old) == 1, f"{old!r} occurs {text.count(old)} times"
     return text.replace(old, new)
+
+
+CHUNK = """\
+version: 1
+namespace: demo
+ops:
+  chunk:
+    doc: Chunked linear attention.
+    forward:
+      schema: "(Tensor q, Tensor k, Tensor v, Tensor g, float? scale=None, Tensor? initial_state=None, Tensor? cu_seqlens=None) -> Tensor output"
+      launchers:
+        cpu: attnops_kernels.gla.chunk:chunk_gla_fwd
+      arity_pair:
+        flag: output_final_state
+        after: initial_state
+        schema: "(Tensor q, Tensor k, Tensor v, Tensor g, float? scale=None, Tensor? initial_state=None, Tensor? cu_seqlens=None) -> (Tensor output, Tensor final_state)"
+    backward:
+      schema: "(Tensor q, Tensor k, Tensor v, Tensor g, float? scale, Tensor? initial_state, Tensor? cu_seqlens, Tensor grad_output, Tensor? grad_final_state) -> (Tensor grad_q, Tensor grad_k, Tensor grad_v, Tensor grad_g, Tensor grad_initial_state)"
+      launchers:
+        cpu: attnops_kernels.gla.chunk:chunk_gla_bwd
+    dims:
+      N: "B if cu_seqlens is None else cu_seqlens.shape[0] - 1"
+    inputs:
+      q: {shape: [B, T, H, K], dtypes: [float32]}
+      k: {shape: [B, T, H, K], dtype: q}
+      v: {shape: [B, T, H, V], dtype: q}
+      g: {shape: [B, T, H], dtypes: [float32]}
+      initial_state: {shape: [N, H, K, V], dtypes: [float32]}
+      cu_seqlens: {shape: [S], dtypes: [int32], differentiable: false}
+    outputs:
+      output: {shape: [B, T, H, V], dtype: q}
+      final_state: {shape: [N, H, K, V], dtype: float32}
+    reference: attnops_kernels.gla.reference:chunk_gla_ref
+    tests:
+      samples:
+        - {B: 2, T: 5, H: 1, K: 16, V: 16}
+        - {B: 1, T: 9, H: 1, K: 16, V: 16, cu_seqlens: [0, 4, 9]}
+      tolerance:
+        float32: [1.0e-4, 1.0e-4]
+      varlen: {offsets: cu_seqlens, dim: T, per_sequence: [initial_state, final_state]}
+"""
+
+GATE = """\
+version: 1
+namespace: demo
+ops:
+  gate:
+    doc: Gate.
+    integration: triton_op
+    forward:
+      schema: '(Tensor g, Tensor? A_log=None, str kind="softplus") -> Tensor out'
+      launchers:
+        cpu: attnops_kernels.gate.triton:gate_fwd
+    variants:
+      kind: [softplus, lower_bound]
+    inputs:
+      g: {shape: [..., H, K], dtypes: [float32]}
+      A_log: {shape: [H], dtypes: [float32]}
+    outputs:
+      out: {shape: [..., H, K], dtype: float32}
+    reference: attnops_kernels.gate.reference:gate_ref
+    tests:
+      samples:
+        - {batch: [2], H: 2, K: 4}
+      tolerance:
+        float32: [1.0e-5, 1.0e-5]
+  step:
+    doc: Step.
+    forward:
+      schema: "(Tensor(a!) state, Tensor q) -> Tensor output"
+      launchers:
+        cpu: attnops_kernels.recurrent.triton:recurrent_gla_step
+    dims:
+      nnz: {dynamic: true}
+    inputs:
+      state: {shape: [B, K], dtypes: [float32], mutated: true}
+      q: {shape: [B, K], dtypes: [float32]}
+    outputs:
+      output: {shape: [B, nnz], dtype: q}
+    reference: attnops_kernels.recurrent.reference:recurrent_gla_step_ref
+    tests:
+      samples:
+        - {B: 2, K: 4}
+      tolerance:
+        float32: [1.0e-5, 1.0e-5]
+"""

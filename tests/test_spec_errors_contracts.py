@@ -1,0 +1,216 @@
+"""Pinned diagnostics for the contracts beyond one plain operator (pairs, variants, mutation...)."""
+
+from __future__ import annotations
+
+import pytest
+from specs import CHUNK, GATE, replace
+
+from codegen.errors import SpecError
+from codegen.pipeline import parse
+
+CASES = [
+    (
+        "pair-arguments-differ",
+        replace(
+            '        schema: "(Tensor q, Tensor k, Tensor v, Tensor g, float? scale=None, Tensor? initial_state=None, Tensor? cu_seqlens=None) -> (Tensor output',
+            '        schema: "(Tensor q, Tensor k, Tensor v, Tensor g, float scale, Tensor? initial_state=None, Tensor? cu_seqlens=None) -> (Tensor output',
+            CHUNK,
+        ),
+        [
+            "ops.yaml:13:17: error: [chunk] arity_pair schema must take exactly the arguments of the forward schema",
+        ],
+    ),
+    (
+        "pair-flag-collides",
+        replace("        flag: output_final_state", "        flag: q", CHUNK),
+        [
+            "ops.yaml:11:9: error: [chunk] arity_pair flag 'q' collides with an argument or output name",
+        ],
+    ),
+    (
+        "pair-flag-keyword",
+        replace("        flag: output_final_state", "        flag: lambda", CHUNK),
+        [
+            "ops.yaml:11:15: error: [chunk] arity_pair flag 'lambda' is a Python keyword",
+        ],
+    ),
+    (
+        "pair-after-unknown",
+        replace("        after: initial_state", "        after: init_state", CHUNK),
+        [
+            "ops.yaml:11:9: error: [chunk] arity_pair 'after' names no forward argument: 'init_state'",
+        ],
+    ),
+    (
+        "pair-grad-not-optional",
+        replace(
+            "Tensor grad_output, Tensor? grad_final_state)",
+            "Tensor grad_output, Tensor grad_final_state)",
+            CHUNK,
+        ),
+        [
+            "ops.yaml:15:15: error: [chunk] backward schema: 'grad_final_state' must be Tensor? (None when the flag is false)",
+        ],
+    ),
+    (
+        "derived-unguarded-optional",
+        replace(
+            '      N: "B if cu_seqlens is None else cu_seqlens.shape[0] - 1"',
+            '      N: "cu_seqlens.shape[0] - 1"',
+            CHUNK,
+        ),
+        [
+            "ops.yaml:19:7: error: [chunk] derived dim 'N' reads optional 'cu_seqlens' without testing 'cu_seqlens is None'",
+        ],
+    ),
+    (
+        "varlen-offsets-required",
+        replace(
+            "      varlen: {offsets: cu_seqlens, dim: T, per_sequence: [initial_state, final_state]}",
+            "      varlen: {offsets: q, dim: T, per_sequence: [initial_state, final_state]}",
+            CHUNK,
+        ),
+        [
+            "ops.yaml:37:15: error: [chunk] varlen offsets 'q' must be an optional tensor input (Tensor?)",
+        ],
+    ),
+    (
+        "varlen-unknown-names",
+        replace(
+            "      varlen: {offsets: cu_seqlens, dim: T, per_sequence: [initial_state, final_state]}",
+            "      varlen: {offsets: cu_seqlens, dim: L, per_sequence: [initial_state, state]}",
+            CHUNK,
+        ),
+        [
+            "ops.yaml:37:15: error: [chunk] varlen dim 'L' is not a dim bound by the inputs",
+            "ops.yaml:37:15: error: [chunk] varlen per_sequence names 'state', which is neither an input nor an output",
+        ],
+    ),
+    (
+        "output-dim-unbound",
+        replace(
+            "      output: {shape: [B, T, H, V], dtype: q}",
+            "      output: {shape: [B, T, H, W], dtype: q}",
+            CHUNK,
+        ),
+        [
+            "ops.yaml:28:7: error: [chunk] dim 'W' of output 'output' is not bound by any input",
+        ],
+    ),
+    (
+        "variant-value-type",
+        replace("      kind: [softplus, lower_bound]", "      kind: [softplus, 3]", GATE),
+        [
+            "ops.yaml:12:7: error: [gate] variant value 3 is not a str",
+        ],
+    ),
+    (
+        "variant-default-missing",
+        replace(
+            "      kind: [softplus, lower_bound]", "      kind: [lower_bound, upper_bound]", GATE
+        ),
+        [
+            "ops.yaml:12:7: error: [gate] the schema default of 'kind' (\"softplus\") is not one of its variant values",
+        ],
+    ),
+    (
+        "variant-not-an-argument",
+        replace("      kind: [softplus, lower_bound]", "      mode: [1, 2]", GATE),
+        [
+            "ops.yaml:12:7: error: [gate] variant 'mode' is not a str/int/bool/float argument of the forward schema",
+        ],
+    ),
+    (
+        "triton-op-launchers-differ",
+        replace(
+            "        cpu: attnops_kernels.gate.triton:gate_fwd",
+            "        cpu: attnops_kernels.gate.triton:gate_fwd\n        cuda: attnops_kernels.gate.triton:gate_bwd",
+            GATE,
+        ),
+        [
+            "ops.yaml:8:7: error: [gate] integration 'triton_op' registers one launcher for every device; use the same 'module:function' for each",
+        ],
+    ),
+    (
+        "mutation-undeclared-input",
+        replace(
+            "      state: {shape: [B, K], dtypes: [float32], mutated: true}",
+            "      state: {shape: [B, K], dtypes: [float32]}",
+            GATE,
+        ),
+        [
+            "ops.yaml:33:7: error: [step] the forward schema declares 'state' mutable (a!) but the input is not marked 'mutated: true'",
+        ],
+    ),
+    (
+        "mutation-undeclared-schema",
+        replace(
+            "      q: {shape: [B, K], dtypes: [float32]}",
+            "      q: {shape: [B, K], dtypes: [float32], mutated: true}",
+            GATE,
+        ),
+        [
+            "ops.yaml:34:7: error: [step] input 'q' is marked 'mutated: true' but the forward schema does not declare it mutable; write 'Tensor(a!) q'",
+        ],
+    ),
+    (
+        "dynamic-not-true",
+        replace("      nnz: {dynamic: true}", "      nnz: {dynamic: yes please}", GATE),
+        [
+            "ops.yaml:31:22: error: [step] 'dynamic' of dim 'nnz' must be true",
+            "ops.yaml:36:7: error: [step] dim 'nnz' of output 'output' is not bound by any input",
+        ],
+    ),
+    (
+        "dynamic-unused",
+        replace(
+            "      output: {shape: [B, nnz], dtype: q}",
+            "      output: {shape: [B, K], dtype: q}",
+            GATE,
+        ),
+        [
+            "ops.yaml:31:7: error: [step] dynamic dim 'nnz' sizes no output",
+        ],
+    ),
+    (
+        "dynamic-sizes-input",
+        replace(
+            "      state: {shape: [B, K], dtypes: [float32], mutated: true}",
+            "      state: {shape: [B, nnz], dtypes: [float32], mutated: true}",
+            GATE,
+        ),
+        [
+            "ops.yaml:33:7: error: [step] dim 'nnz' is dynamic (data-dependent) and cannot size an input",
+        ],
+    ),
+    (
+        "dynamic-needs-opaque",
+        replace("    doc: Step.", "    doc: Step.\n    integration: triton_op", GATE),
+        [
+            "ops.yaml:32:7: error: [step] data-dependent output sizes need the opaque integration (the fake allocates them)",
+        ],
+    ),
+    (
+        "unknown-init",
+        replace(
+            "      A_log: {shape: [H], dtypes: [float32]}",
+            "      A_log: {shape: [H], dtypes: [float32], init: zeros}",
+            GATE,
+        ),
+        [
+            "ops.yaml:15:52: error: [gate] unknown init 'zeros' of input 'A_log'; expected one of: randn, logsigmoid, mask",
+        ],
+    ),
+]
+
+
+@pytest.mark.parametrize("base", [CHUNK, GATE], ids=["chunk", "gate"])
+def test_base_specs_are_valid(base):
+    parse(base, "ops.yaml")
+
+
+@pytest.mark.parametrize("text, expected", [pytest.param(t, e, id=i) for i, t, e in CASES])
+def test_diagnostics(text, expected):
+    with pytest.raises(SpecError) as info:
+        parse(text, "ops.yaml")
+    assert [str(d) for d in info.value.diagnostics] == expected
