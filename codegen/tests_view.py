@@ -26,6 +26,7 @@ class TestsView:
     triton_op: bool
     has_backward: bool
     has_gradients: bool
+    cuda_graph: bool  # no data-dependent sizes: the launchers never sync with the host
     has_pair: bool
     pair_suffix: str
     flag: str | None
@@ -367,6 +368,7 @@ class _Builder:
             registered=op.integration is not Integration.EAGER,
             triton_op=op.integration is Integration.TRITON_OP,
             has_backward=op.backward is not None,
+            cuda_graph=not op.dynamic_dims,
             has_gradients=op.backward is not None or (op.integration is Integration.EAGER and not any(d.mutated for d in op.inputs)),
             has_pair=self.pair is not None,
             pair_suffix=self.pair.suffix if self.pair else "",

@@ -619,3 +619,50 @@ def test_compile_fullgraph(sample, config, dynamic):
             _t.assert_close(got, want, 1e-5, 1e-5, f"compiled {name}")
     for name in MUTATED:
         _t.assert_close(inputs[name], eager_inputs[name], 1e-5, 1e-5, f"{name} after compile")
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="CUDA graphs need a CUDA device")
+@pytest.mark.parametrize("config", list(CONFIGS))
+def test_cuda_graph_replay_matches_eager(config):
+    sample = next(iter(SAMPLES))
+    static = make_inputs(sample, "bf16", "compact", config)
+    fresh = make_inputs(sample, "bf16", "compact", config)
+    fresh = {
+        k: v * 0.5 if isinstance(v, torch.Tensor) and v.is_floating_point() else v
+        for k, v in fresh.items()
+    }
+    names = [k for k in DIFFERENTIABLE if static[k] is not None]
+    for k in names:
+        static[k].requires_grad_()
+
+    def step():
+        out = call(gate, static, config)
+        present = [o for o in out if o is not None]
+        loss = sum(o.float().sum() for o in present)
+        return present, torch.autograd.grad(loss, [static[k] for k in names])
+
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        for _ in range(2):
+            step()
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        graph_out, graph_grads = step()
+    with torch.no_grad():
+        for k, v in fresh.items():
+            if isinstance(v, torch.Tensor):
+                static[k].copy_(v)
+    expected_inputs = {k: v.clone() if isinstance(v, torch.Tensor) else v for k, v in fresh.items()}
+    graph.replay()
+    torch.cuda.synchronize()
+    leaves = {k: expected_inputs[k].detach().requires_grad_() for k in names}
+    out = [o for o in call(gate, {**expected_inputs, **leaves}, config) if o is not None]
+    grads = torch.autograd.grad(sum(o.float().sum() for o in out), list(leaves.values()))
+    for got, want in zip(graph_out, out, strict=True):
+        _t.assert_close(got, want, 1e-5, 1e-5, "graph replay output")
+    for got, want in zip(graph_grads, grads, strict=True):
+        _t.assert_close(got, want, 1e-5, 1e-5, "graph replay gradient")
+    for name in MUTATED:
+        _t.assert_close(static[name], expected_inputs[name], 1e-5, 1e-5, f"{name} after replay")
