@@ -23,6 +23,12 @@ def bracket(
     if len(one) <= LINE_LENGTH or not items:
         return one
     inner = indent + INDENT
+    # Collection displays that do not fit are exploded one item per line; calls, signatures and
+    # subscripts first try their contents on one indented line.
+    literal = head.endswith(("[", "{")) or head.strip() == "return ("
+    if literal:
+        body = "".join(f"{inner}{item},\n" for item in items)
+        return f"{indent}{head}\n{body}{indent}{tail}"
     if len(items) == 1 and not trailing_comma:
         return f"{indent}{head}\n{inner}{joined}\n{indent}{tail}"
     if len(inner) + len(joined) <= LINE_LENGTH and not (trailing_comma and len(items) == 1):

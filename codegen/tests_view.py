@@ -86,7 +86,9 @@ def sample_id(sample: Sample, dims: set[str]) -> str:
 
 def literal_inputs(op: Op) -> set[str]:
     """Inputs whose values some sample spells out (e.g. sequence offsets)."""
-    return {d.name for d in op.inputs if any(isinstance(s.get(d.name), tuple) for s in op.tests.samples)}
+    return {
+        d.name for d in op.inputs if any(isinstance(s.get(d.name), tuple) for s in op.tests.samples)
+    }
 
 
 def sample_dims(op: Op) -> set[str]:
@@ -138,6 +140,8 @@ class _Builder:
         return out
 
     def sizes(self, decl, sample: Sample, config: dict) -> list[int] | None:
+        if isinstance(sample.get(decl.name), tuple):
+            return [len(sample.get(decl.name))]
         env = sample.env()
         tensors = {}
         for d in self.op.inputs:
@@ -145,7 +149,7 @@ class _Builder:
             if isinstance(lit, tuple):
                 tensors[d.name] = (len(lit),)
             elif d.name in self.optional:
-                tensors[d.name] = () if config.get(d.name, True) else None
+                tensors[d.name] = () if self.present(d.name, sample, config) else None
             else:
                 tensors[d.name] = ()
         for d in self.op.dims:
@@ -255,9 +259,9 @@ class _Builder:
             if a.name.startswith("grad_") and op.output(a.name[5:]) is not None:
                 o = a.name[5:]
                 if a.optional:
-                    lines.append(
-                        f"{IN1}{a.name} = None if {o} is None else randn(gen, {o}.shape, {o}.dtype)"
-                    )
+                    lines.append(f"{IN1}{a.name} = None")
+                    lines.append(f"{IN1}if {o} is not None:")
+                    lines.append(f"{IN2}{a.name} = _t.randn(gen, {o}.shape, {o}.dtype)")
                 else:
                     lines.append(f"{IN1}{a.name} = _t.randn(gen, {o}.shape, {o}.dtype)")
                 call_args.append(a.name)
@@ -312,7 +316,7 @@ class _Builder:
             first_sample = first_sample or (s, sid)
             entries = [f'"batch": {tuple(s.batch)!r}'] if s.batch is not None else []
             entries += [f"{json.dumps(k)}: {_literal(v)}" for k, v in s.entries]
-            samples.append(f"{IN1}{json.dumps(sid)}: {{{', '.join(entries)}}},")
+            samples.append(bracket(f"{json.dumps(sid)}: {{", entries, "},", IN1))
             permuted = [
                 d.name
                 for d in op.inputs
@@ -369,7 +373,8 @@ class _Builder:
             triton_op=op.integration is Integration.TRITON_OP,
             has_backward=op.backward is not None,
             cuda_graph=not op.dynamic_dims,
-            has_gradients=op.backward is not None or (op.integration is Integration.EAGER and not any(d.mutated for d in op.inputs)),
+            has_gradients=op.backward is not None
+            or (op.integration is Integration.EAGER and not any(d.mutated for d in op.inputs)),
             has_pair=self.pair is not None,
             pair_suffix=self.pair.suffix if self.pair else "",
             flag=self.pair.flag if self.pair else None,

@@ -6,16 +6,19 @@ imported on first launch.
 """
 
 from .block_mask_worklist import BlockMaskWorklistOutput, block_mask_worklist
+from .chunk_gla import ChunkGlaOutput, chunk_gla
 from .gate import GateOutput, gate
 from .l2norm import L2normOutput, l2norm
 from .recurrent_gla_step import RecurrentGlaStepOutput, recurrent_gla_step
 
 __all__ = [
     "BlockMaskWorklistOutput",
+    "ChunkGlaOutput",
     "GateOutput",
     "L2normOutput",
     "RecurrentGlaStepOutput",
     "block_mask_worklist",
+    "chunk_gla",
     "gate",
     "l2norm",
     "recurrent_gla_step",

@@ -555,6 +555,14 @@ def _compiled(dynamic: bool):
     return torch.compile(gate, fullgraph=True, dynamic=dynamic)
 
 
+@pytest.fixture
+def many_graphs():
+    """Each configuration specializes its own graph (None inputs, flags, variants), all of the
+    same function, so allow more recompiles than the default limit."""
+    with torch._dynamo.config.patch(recompile_limit=4 * len(CONFIGS) + 8):
+        yield
+
+
 COMPILE_CASES = [
     pytest.param(
         "batch2x37-H4-K16", "softplus-A_log-dt_bias", id="batch2x37-H4-K16-softplus-A_log-dt_bias"
@@ -602,7 +610,7 @@ COMPILE_CASES = [
 
 @pytest.mark.parametrize("dynamic", [False, True], ids=["static", "dynamic"])
 @pytest.mark.parametrize("sample, config", COMPILE_CASES)
-def test_compile_fullgraph(sample, config, dynamic):
+def test_compile_fullgraph(sample, config, dynamic, many_graphs):
     if FAKE_UNSUPPORTED:
         pytest.skip(FAKE_SKIP_REASON)
     inputs = make_inputs(sample, "bf16", "compact", config)

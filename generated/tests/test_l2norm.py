@@ -212,6 +212,14 @@ def _compiled(dynamic: bool):
     return torch.compile(l2norm, fullgraph=True, dynamic=dynamic)
 
 
+@pytest.fixture
+def many_graphs():
+    """Each configuration specializes its own graph (None inputs, flags, variants), all of the
+    same function, so allow more recompiles than the default limit."""
+    with torch._dynamo.config.patch(recompile_limit=4 * len(CONFIGS) + 8):
+        yield
+
+
 COMPILE_CASES = [
     pytest.param("batch2x3-D64", "default", id="batch2x3-D64-default"),
     pytest.param("batch5x7-D63", "default", id="batch5x7-D63-default"),
@@ -220,7 +228,7 @@ COMPILE_CASES = [
 
 @pytest.mark.parametrize("dynamic", [False, True], ids=["static", "dynamic"])
 @pytest.mark.parametrize("sample, config", COMPILE_CASES)
-def test_compile_fullgraph(sample, config, dynamic):
+def test_compile_fullgraph(sample, config, dynamic, many_graphs):
     inputs = make_inputs(sample, "bf16", "compact", config)
     eager_inputs = {k: v.clone() if isinstance(v, torch.Tensor) else v for k, v in inputs.items()}
     gen = torch.Generator().manual_seed(SEED + 3)

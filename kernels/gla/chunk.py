@@ -1,0 +1,652 @@
+import torch
+import triton
+import triton.language as tl
+
+_BT = 64
+_MAX_K = 256
+
+
+# MODE 0: dot operands rounded to the 16-bit input dtype (tensor cores), fp32 accumulation.
+# MODE 1: fp32 inputs, exact fp32 products.
+# MODE 2: bf16 under the interpreter, which multiplies raw bf16 bits in tl.dot and truncates
+# fp32 -> bf16 casts; emulates MODE 0 with explicit round-to-nearest-even and fp32 dots.
+
+
+@triton.jit
+def _rne_bf16(x):
+    b = x.to(tl.uint32, bitcast=True)
+    b = ((b + 0x7FFF + ((b >> 16) & 1)) >> 16) << 16
+    return b.to(tl.float32, bitcast=True)
+
+
+@triton.jit
+def _cast(x, DT: tl.constexpr, MODE: tl.constexpr):
+    if MODE == 2:
+        r = _rne_bf16(x.to(tl.float32)).to(DT)
+    else:
+        r = x.to(DT)
+    return r
+
+
+@triton.jit
+def _dot(a, b, DT: tl.constexpr, MODE: tl.constexpr):
+    if MODE == 1:
+        r = tl.dot(a.to(tl.float32), b.to(tl.float32), input_precision="ieee")
+    elif MODE == 2:
+        a = _rne_bf16(a.to(tl.float32))
+        b = _rne_bf16(b.to(tl.float32))
+        r = tl.dot(a, b, input_precision="ieee")
+    else:
+        r = tl.dot(a.to(DT), b.to(DT))
+    return r
+
+
+@triton.jit
+def _seq_bounds(cu, i_n, T, USE_CU: tl.constexpr):
+    if USE_CU:
+        i_b = (i_n * 0).to(tl.int64)
+        bos = tl.load(cu + i_n).to(tl.int64)
+        eos = tl.load(cu + i_n + 1).to(tl.int64)
+    else:
+        i_b = i_n.to(tl.int64)
+        bos = (i_n * 0).to(tl.int64)
+        eos = bos + T
+    return i_b, bos, eos
+
+
+@triton.jit
+def _gla_fwd_kernel(
+    q,
+    k,
+    v,
+    g,
+    h0,
+    o,
+    ht,
+    cu,
+    scale,
+    T,
+    H,
+    s_qb,
+    s_qt,
+    s_qh,
+    s_qk,
+    s_kb,
+    s_kt,
+    s_kh,
+    s_kk,
+    s_vb,
+    s_vt,
+    s_vh,
+    s_vv,
+    s_gb,
+    s_gt,
+    s_gh,
+    K: tl.constexpr,
+    V: tl.constexpr,
+    BT: tl.constexpr,
+    BK: tl.constexpr,
+    BV: tl.constexpr,
+    USE_CU: tl.constexpr,
+    USE_H0: tl.constexpr,
+    STORE_HT: tl.constexpr,
+    MODE: tl.constexpr,
+):
+    i_nh = tl.program_id(0)
+    i_v = tl.program_id(1)
+    i_n = i_nh // H
+    i_h = i_nh % H
+    i_b, bos, eos = _seq_bounds(cu, i_n, T, USE_CU)
+    DT = q.dtype.element_ty
+
+    o_t = tl.arange(0, BT)
+    o_k = tl.arange(0, BK)
+    o_v = i_v * BV + tl.arange(0, BV)
+    m_k = o_k < K
+    m_v = o_v < V
+    causal = o_t[:, None] >= o_t[None, :]
+
+    p_q0 = q + i_b * s_qb + i_h * s_qh + o_k[None, :] * s_qk
+    p_k0 = k + i_b * s_kb + i_h * s_kh + o_k[None, :] * s_kk
+    p_v0 = v + i_b * s_vb + i_h * s_vh + o_v[None, :] * s_vv
+    p_g0 = g + i_b * s_gb + i_h * s_gh
+    s_off = (i_n.to(tl.int64) * H + i_h) * K * V + o_k[:, None] * V + o_v[None, :]
+    m_s = m_k[:, None] & m_v[None, :]
+
+    if USE_H0:
+        b_s = tl.load(h0 + s_off, mask=m_s, other=0.0).to(tl.float32)
+    else:
+        b_s = tl.zeros([BK, BV], dtype=tl.float32)
+
+    NC = tl.cdiv(eos - bos, BT)
+    for i_c in range(0, NC):
+        t = bos + i_c * BT + o_t
+        m_t = t < eos
+        b_q = tl.load(p_q0 + t[:, None] * s_qt, mask=m_t[:, None] & m_k[None, :], other=0.0)
+        b_k = tl.load(p_k0 + t[:, None] * s_kt, mask=m_t[:, None] & m_k[None, :], other=0.0)
+        b_v = tl.load(p_v0 + t[:, None] * s_vt, mask=m_t[:, None] & m_v[None, :], other=0.0)
+        b_g = tl.load(p_g0 + t * s_gt, mask=m_t, other=0.0).to(tl.float32)
+        b_G = tl.cumsum(b_g, axis=0)
+        # the last entry of G (padding has g = 0), so exp(G_L - G_t) is exactly 1 at the last token
+        b_GL = tl.sum(tl.where(o_t == BT - 1, b_G, 0.0), axis=0)
+
+        b_D = tl.exp(tl.where(causal, b_G[:, None] - b_G[None, :], float("-inf")))
+        b_A = _dot(b_q, tl.trans(b_k), DT, MODE) * b_D * scale
+        b_qg = b_q.to(tl.float32) * (tl.exp(b_G) * scale)[:, None]
+        b_o = _dot(b_qg, b_s, DT, MODE) + _dot(b_A, b_v, DT, MODE)
+
+        row = i_b * T + t
+        p_o = o + (row[:, None] * H + i_h) * V + o_v[None, :]
+        tl.store(p_o, _cast(b_o, o.dtype.element_ty, MODE), mask=m_t[:, None] & m_v[None, :])
+
+        b_kg = b_k.to(tl.float32) * tl.exp(b_GL - b_G)[:, None]
+        b_s = b_s * tl.exp(b_GL) + _dot(tl.trans(b_kg), b_v, DT, MODE)
+
+    if STORE_HT:
+        tl.store(ht + s_off, b_s, mask=m_s)
+
+
+@triton.jit
+def _gla_bwd_dkv_kernel(
+    q,
+    k,
+    v,
+    g,
+    do,
+    dht,
+    dk_part,
+    dg_part,
+    dv,
+    dh0,
+    cu,
+    scale,
+    T,
+    H,
+    NTOK,
+    s_qb,
+    s_qt,
+    s_qh,
+    s_qk,
+    s_kb,
+    s_kt,
+    s_kh,
+    s_kk,
+    s_vb,
+    s_vt,
+    s_vh,
+    s_vv,
+    s_gb,
+    s_gt,
+    s_gh,
+    s_db,
+    s_dt,
+    s_dh,
+    s_dv,
+    K: tl.constexpr,
+    V: tl.constexpr,
+    BT: tl.constexpr,
+    BK: tl.constexpr,
+    BV: tl.constexpr,
+    USE_CU: tl.constexpr,
+    USE_DHT: tl.constexpr,
+    MODE: tl.constexpr,
+):
+    i_nh = tl.program_id(0)
+    i_v = tl.program_id(1)
+    i_n = i_nh // H
+    i_h = i_nh % H
+    i_b, bos, eos = _seq_bounds(cu, i_n, T, USE_CU)
+    DT = q.dtype.element_ty
+
+    o_t = tl.arange(0, BT)
+    o_k = tl.arange(0, BK)
+    o_v = i_v * BV + tl.arange(0, BV)
+    m_k = o_k < K
+    m_v = o_v < V
+    # transposed causal mask: row j (key) <= column i (query)
+    causal_t = o_t[:, None] <= o_t[None, :]
+    strict_t = o_t[:, None] < o_t[None, :]
+
+    p_q0 = q + i_b * s_qb + i_h * s_qh + o_k[None, :] * s_qk
+    p_k0 = k + i_b * s_kb + i_h * s_kh + o_k[None, :] * s_kk
+    p_v0 = v + i_b * s_vb + i_h * s_vh + o_v[None, :] * s_vv
+    p_do0 = do + i_b * s_db + i_h * s_dh + o_v[None, :] * s_dv
+    p_g0 = g + i_b * s_gb + i_h * s_gh
+    s_off = (i_n.to(tl.int64) * H + i_h) * K * V + o_k[:, None] * V + o_v[None, :]
+    m_s = m_k[:, None] & m_v[None, :]
+
+    if USE_DHT:
+        b_ds = tl.load(dht + s_off, mask=m_s, other=0.0).to(tl.float32)
+    else:
+        b_ds = tl.zeros([BK, BV], dtype=tl.float32)
+
+    NC = tl.cdiv(eos - bos, BT)
+    for i_r in range(0, NC):
+        i_c = NC - 1 - i_r
+        t = bos + i_c * BT + o_t
+        m_t = t < eos
+        m_tk = m_t[:, None] & m_k[None, :]
+        m_tv = m_t[:, None] & m_v[None, :]
+        b_q = tl.load(p_q0 + t[:, None] * s_qt, mask=m_tk, other=0.0)
+        b_k = tl.load(p_k0 + t[:, None] * s_kt, mask=m_tk, other=0.0)
+        b_v = tl.load(p_v0 + t[:, None] * s_vt, mask=m_tv, other=0.0)
+        b_do = tl.load(p_do0 + t[:, None] * s_dt, mask=m_tv, other=0.0)
+        b_g = tl.load(p_g0 + t * s_gt, mask=m_t, other=0.0).to(tl.float32)
+        b_G = tl.cumsum(b_g, axis=0)
+        # the last entry of G (padding has g = 0), so exp(G_L - G_t) is exactly 1 at the last token
+        b_GL = tl.sum(tl.where(o_t == BT - 1, b_G, 0.0), axis=0)
+
+        # [j, i] = scale * exp(G_i - G_j) for j <= i
+        b_Dt = tl.exp(tl.where(causal_t, b_G[None, :] - b_G[:, None], float("-inf"))) * scale
+        b_At = _dot(b_k, tl.trans(b_q), DT, MODE) * b_Dt
+        b_W = _dot(b_v, tl.trans(b_do), DT, MODE)
+        b_dAt = b_W * b_Dt
+        b_dec = tl.exp(b_GL - b_G)
+
+        b_kg = b_k.to(tl.float32) * b_dec[:, None]
+        b_dv = _dot(b_At, b_do, DT, MODE) + _dot(b_kg, b_ds, DT, MODE)
+        b_dk_inter = _dot(b_v, tl.trans(b_ds), DT, MODE) * b_dec[:, None]
+        b_dk = _dot(b_dAt, b_q, DT, MODE) + b_dk_inter
+
+        # dL/dG = q.dq - k.dk, with the in-chunk part taken pairwise: query t gains and key t
+        # loses P[j, i] = A[i, j] * (do_i . v_j). The diagonal cancels exactly, which the
+        # vector form would only do up to rounding (large error under strong decay).
+        b_P = tl.where(strict_t, b_At * b_W, 0.0)
+        b_dG = tl.sum(b_P, axis=0) - tl.sum(b_P, axis=1)
+        b_dG -= tl.sum(b_k.to(tl.float32) * b_dk_inter, axis=1)
+
+        row = i_b * T + t
+        p_dv = dv + (row[:, None] * H + i_h) * V + o_v[None, :]
+        tl.store(p_dv, _cast(b_dv, dv.dtype.element_ty, MODE), mask=m_tv)
+        p_dk = dk_part + ((row[:, None] + i_v * NTOK) * H + i_h) * K + o_k[None, :]
+        tl.store(p_dk, b_dk, mask=m_tk)
+        tl.store(dg_part + (row + i_v * NTOK) * H + i_h, b_dG, mask=m_t)
+
+        b_qg = b_q.to(tl.float32) * (tl.exp(b_G) * scale)[:, None]
+        b_ds = b_ds * tl.exp(b_GL) + _dot(tl.trans(b_qg), b_do, DT, MODE)
+
+    tl.store(dh0 + s_off, b_ds, mask=m_s)
+
+
+@triton.jit
+def _gla_bwd_dq_kernel(
+    q,
+    k,
+    v,
+    g,
+    do,
+    h0,
+    dht,
+    dq_part,
+    dg_part,
+    dhs_part,
+    cu,
+    scale,
+    T,
+    H,
+    N,
+    NTOK,
+    s_qb,
+    s_qt,
+    s_qh,
+    s_qk,
+    s_kb,
+    s_kt,
+    s_kh,
+    s_kk,
+    s_vb,
+    s_vt,
+    s_vh,
+    s_vv,
+    s_gb,
+    s_gt,
+    s_gh,
+    s_db,
+    s_dt,
+    s_dh,
+    s_dv,
+    K: tl.constexpr,
+    V: tl.constexpr,
+    BT: tl.constexpr,
+    BK: tl.constexpr,
+    BV: tl.constexpr,
+    USE_CU: tl.constexpr,
+    USE_H0: tl.constexpr,
+    USE_DHT: tl.constexpr,
+    MODE: tl.constexpr,
+):
+    i_nh = tl.program_id(0)
+    i_v = tl.program_id(1)
+    i_n = i_nh // H
+    i_h = i_nh % H
+    i_b, bos, eos = _seq_bounds(cu, i_n, T, USE_CU)
+    DT = k.dtype.element_ty
+
+    o_t = tl.arange(0, BT)
+    o_k = tl.arange(0, BK)
+    o_v = i_v * BV + tl.arange(0, BV)
+    m_k = o_k < K
+    m_v = o_v < V
+    causal = o_t[:, None] >= o_t[None, :]
+
+    p_q0 = q + i_b * s_qb + i_h * s_qh + o_k[None, :] * s_qk
+    p_k0 = k + i_b * s_kb + i_h * s_kh + o_k[None, :] * s_kk
+    p_v0 = v + i_b * s_vb + i_h * s_vh + o_v[None, :] * s_vv
+    p_do0 = do + i_b * s_db + i_h * s_dh + o_v[None, :] * s_dv
+    p_g0 = g + i_b * s_gb + i_h * s_gh
+    s_off = (i_n.to(tl.int64) * H + i_h) * K * V + o_k[:, None] * V + o_v[None, :]
+    m_s = m_k[:, None] & m_v[None, :]
+
+    if USE_H0:
+        b_s = tl.load(h0 + s_off, mask=m_s, other=0.0).to(tl.float32)
+    else:
+        b_s = tl.zeros([BK, BV], dtype=tl.float32)
+
+    NC = tl.cdiv(eos - bos, BT)
+    for i_c in range(0, NC):
+        t = bos + i_c * BT + o_t
+        m_t = t < eos
+        m_tk = m_t[:, None] & m_k[None, :]
+        m_tv = m_t[:, None] & m_v[None, :]
+        b_k = tl.load(p_k0 + t[:, None] * s_kt, mask=m_tk, other=0.0)
+        b_v = tl.load(p_v0 + t[:, None] * s_vt, mask=m_tv, other=0.0)
+        b_do = tl.load(p_do0 + t[:, None] * s_dt, mask=m_tv, other=0.0)
+        b_g = tl.load(p_g0 + t * s_gt, mask=m_t, other=0.0).to(tl.float32)
+        b_G = tl.cumsum(b_g, axis=0)
+        # the last entry of G (padding has g = 0), so exp(G_L - G_t) is exactly 1 at the last token
+        b_GL = tl.sum(tl.where(o_t == BT - 1, b_G, 0.0), axis=0)
+
+        b_D = tl.exp(tl.where(causal, b_G[:, None] - b_G[None, :], float("-inf"))) * scale
+        b_dA = _dot(b_do, tl.trans(b_v), DT, MODE) * b_D
+        b_dq_inter = _dot(b_do, tl.trans(b_s), DT, MODE) * (tl.exp(b_G) * scale)[:, None]
+        b_dq = _dot(b_dA, b_k, DT, MODE) + b_dq_inter
+
+        row = i_b * T + t
+        p_dq = dq_part + ((row[:, None] + i_v * NTOK) * H + i_h) * K + o_k[None, :]
+        tl.store(p_dq, b_dq, mask=m_tk)
+        b_q = tl.load(p_q0 + t[:, None] * s_qt, mask=m_tk, other=0.0).to(tl.float32)
+        # same program (n, h, v-block) as the one in the dkv kernel that wrote this slot
+        p_dg = dg_part + (row + i_v * NTOK) * H + i_h
+        b_dG = tl.load(p_dg, mask=m_t, other=0.0) + tl.sum(b_q * b_dq_inter, axis=1)
+        tl.store(p_dg, b_dG, mask=m_t)
+
+        b_kg = b_k.to(tl.float32) * tl.exp(b_GL - b_G)[:, None]
+        b_s = b_s * tl.exp(b_GL) + _dot(tl.trans(b_kg), b_v, DT, MODE)
+
+    if USE_DHT:
+        b_dht = tl.load(dht + s_off, mask=m_s, other=0.0).to(tl.float32)
+        if MODE != 1:
+            # <dht, S_T> largely cancels against k.dk, whose dot saw dht rounded to the input
+            # dtype; round it the same way here so the cancellation is exact.
+            b_dht = _cast(b_dht, DT, MODE).to(tl.float32)
+        b_dhs = tl.sum(tl.sum(b_dht * b_s, axis=1), axis=0)
+        tl.store(dhs_part + (i_v * N + i_n) * H + i_h, b_dhs)
+
+
+@triton.jit
+def _gla_bwd_dg_kernel(
+    dq_part,
+    dk_part,
+    dg_part,
+    dhs_part,
+    dq,
+    dk,
+    dg,
+    cu,
+    T,
+    H,
+    N,
+    NTOK,
+    K: tl.constexpr,
+    BT: tl.constexpr,
+    BK: tl.constexpr,
+    NV: tl.constexpr,
+    USE_CU: tl.constexpr,
+    USE_DHT: tl.constexpr,
+    MODE: tl.constexpr,
+):
+    i_nh = tl.program_id(0)
+    i_n = i_nh // H
+    i_h = i_nh % H
+    i_b, bos, eos = _seq_bounds(cu, i_n, T, USE_CU)
+
+    o_t = tl.arange(0, BT)
+    o_k = tl.arange(0, BK)
+    m_k = o_k < K
+
+    # dL/dG_T carries <dht, S_T>; the reverse cumsum spreads it over every token.
+    b_carry = tl.zeros([], dtype=tl.float32)
+    if USE_DHT:
+        for i_v in tl.static_range(NV):
+            b_carry += tl.load(dhs_part + (i_v * N + i_n) * H + i_h)
+
+    NC = tl.cdiv(eos - bos, BT)
+    for i_r in range(0, NC):
+        i_c = NC - 1 - i_r
+        t = bos + i_c * BT + o_t
+        m_t = t < eos
+        m_tk = m_t[:, None] & m_k[None, :]
+        row = i_b * T + t
+        o_out = (row[:, None] * H + i_h) * K + o_k[None, :]
+        b_dq = tl.zeros([BT, BK], dtype=tl.float32)
+        b_dk = tl.zeros([BT, BK], dtype=tl.float32)
+        b_dG = tl.zeros([BT], dtype=tl.float32)
+        for i_v in tl.static_range(NV):
+            o_part = ((row[:, None] + i_v * NTOK) * H + i_h) * K + o_k[None, :]
+            b_dq += tl.load(dq_part + o_part, mask=m_tk, other=0.0)
+            b_dk += tl.load(dk_part + o_part, mask=m_tk, other=0.0)
+            b_dG += tl.load(dg_part + (row + i_v * NTOK) * H + i_h, mask=m_t, other=0.0)
+        b_tot = tl.sum(b_dG, axis=0)
+        b_dg = b_tot - tl.cumsum(b_dG, axis=0) + b_dG + b_carry
+        b_carry += b_tot
+
+        tl.store(dq + o_out, _cast(b_dq, dq.dtype.element_ty, MODE), mask=m_tk)
+        tl.store(dk + o_out, _cast(b_dk, dk.dtype.element_ty, MODE), mask=m_tk)
+        tl.store(dg + row * H + i_h, b_dg, mask=m_t)
+
+
+_INTERPRETED = type(_gla_fwd_kernel).__name__ == "InterpretedFunction"
+
+
+def _mode(dtype):
+    if dtype == torch.float32:
+        return 1
+    return 2 if _INTERPRETED and dtype == torch.bfloat16 else 0
+
+
+def _config(K, V, dtype, bwd):
+    """(BK, BV, num_warps, num_stages) for a launch."""
+    if K > _MAX_K:
+        raise ValueError(f"chunk_gla: K={K} exceeds the supported maximum {_MAX_K}")
+    BK = max(64, triton.next_power_of_2(K))
+    if dtype == torch.float32:
+        # ieee fp32 dots run on FMA units, not wgmma; smaller V blocks were faster on H200.
+        return BK, 32, 4, 1
+    # BV=32 next to BK>=64 hit sporadic illegal shared-memory accesses in wgmma code from
+    # Triton 3.6 on H200 (num_warps 4 and 8); BK>=64 with BV=64 ran clean, so small K/V are
+    # padded up rather than given smaller blocks.
+    return BK, 64, 8 if bwd or BK <= 64 else 4, 1
+
+
+def chunk_gla_fwd(
+    q, k, v, g, scale: float | None, initial_state, cu_seqlens, output_final_state: bool
+):
+    B, T, H, K = q.shape
+    scale = K**-0.5 if scale is None else scale
+    V = v.shape[-1]
+    N = B if cu_seqlens is None else cu_seqlens.shape[0] - 1
+    o = q.new_empty((B, T, H, V))
+    ht = q.new_empty((N, H, K, V), dtype=torch.float32) if output_final_state else None
+    h0 = None if initial_state is None else initial_state.to(torch.float32).contiguous()
+
+    if N * H * K * V == 0 or B * T == 0:
+        # Nothing to launch: no tokens, so outputs are zeros and the state passes through.
+        o.zero_()
+        if ht is not None:
+            if h0 is None:
+                ht.zero_()
+            else:
+                ht.copy_(h0)
+        return o, ht
+
+    g = g.to(torch.float32)
+    BK, BV, nw, ns = _config(K, V, q.dtype, False)
+    NV = triton.cdiv(V, BV)
+    grid = (N * H, NV)
+    torch.library.wrap_triton(_gla_fwd_kernel)[grid](
+        q,
+        k,
+        v,
+        g,
+        h0,
+        o,
+        ht,
+        cu_seqlens,
+        float(scale),
+        T,
+        H,
+        *q.stride(),
+        *k.stride(),
+        *v.stride(),
+        *g.stride(),
+        K=K,
+        V=V,
+        BT=_BT,
+        BK=BK,
+        BV=BV,
+        USE_CU=cu_seqlens is not None,
+        USE_H0=h0 is not None,
+        STORE_HT=ht is not None,
+        MODE=_mode(q.dtype),
+        num_warps=nw,
+        num_stages=ns,
+    )
+    return o, ht
+
+
+def chunk_gla_bwd(q, k, v, g, scale: float | None, initial_state, cu_seqlens, do, dht):
+    B, T, H, K = q.shape
+    scale = K**-0.5 if scale is None else scale
+    V = v.shape[-1]
+    N = B if cu_seqlens is None else cu_seqlens.shape[0] - 1
+    dq = q.new_empty((B, T, H, K))
+    dk = k.new_empty((B, T, H, K))
+    dv = v.new_empty((B, T, H, V))
+    dg = q.new_empty((B, T, H), dtype=torch.float32)
+    dh0 = q.new_empty((N, H, K, V), dtype=torch.float32)
+    h0 = None if initial_state is None else initial_state.to(torch.float32).contiguous()
+    dht = None if dht is None else dht.to(torch.float32).contiguous()
+
+    if N * H * K * V == 0 or B * T == 0:
+        dq.zero_()
+        dk.zero_()
+        dv.zero_()
+        dg.zero_()
+        if dht is None:
+            dh0.zero_()
+        else:
+            dh0.copy_(dht)
+        return dq, dk, dv, dg, dh0
+
+    g = g.to(torch.float32)
+    BK, BV, nw, ns = _config(K, V, q.dtype, True)
+    NV = triton.cdiv(V, BV)
+    NTOK = B * T
+    dq_part = q.new_empty((NV, B, T, H, K), dtype=torch.float32)
+    dk_part = q.new_empty((NV, B, T, H, K), dtype=torch.float32)
+    dg_part = q.new_empty((NV, B, T, H), dtype=torch.float32)
+    dhs_part = q.new_empty((NV, N, H), dtype=torch.float32)
+    cu = cu_seqlens
+    use_cu = cu_seqlens is not None
+    mode = _mode(q.dtype)
+
+    torch.library.wrap_triton(_gla_bwd_dkv_kernel)[(N * H, NV)](
+        q,
+        k,
+        v,
+        g,
+        do,
+        dht,
+        dk_part,
+        dg_part,
+        dv,
+        dh0,
+        cu,
+        float(scale),
+        T,
+        H,
+        NTOK,
+        *q.stride(),
+        *k.stride(),
+        *v.stride(),
+        *g.stride(),
+        *do.stride(),
+        K=K,
+        V=V,
+        BT=_BT,
+        BK=BK,
+        BV=BV,
+        USE_CU=use_cu,
+        USE_DHT=dht is not None,
+        MODE=mode,
+        num_warps=nw,
+        num_stages=ns,
+    )
+    torch.library.wrap_triton(_gla_bwd_dq_kernel)[(N * H, NV)](
+        q,
+        k,
+        v,
+        g,
+        do,
+        h0,
+        dht,
+        dq_part,
+        dg_part,
+        dhs_part,
+        cu,
+        float(scale),
+        T,
+        H,
+        N,
+        NTOK,
+        *q.stride(),
+        *k.stride(),
+        *v.stride(),
+        *g.stride(),
+        *do.stride(),
+        K=K,
+        V=V,
+        BT=_BT,
+        BK=BK,
+        BV=BV,
+        USE_CU=use_cu,
+        USE_H0=h0 is not None,
+        USE_DHT=dht is not None,
+        MODE=mode,
+        num_warps=nw,
+        num_stages=ns,
+    )
+    torch.library.wrap_triton(_gla_bwd_dg_kernel)[(N * H,)](
+        dq_part,
+        dk_part,
+        dg_part,
+        dhs_part,
+        dq,
+        dk,
+        dg,
+        cu,
+        T,
+        H,
+        N,
+        NTOK,
+        K=K,
+        BT=_BT,
+        BK=BK,
+        NV=NV,
+        USE_CU=use_cu,
+        USE_DHT=dht is not None,
+        MODE=mode,
+        num_warps=nw,
+        num_stages=ns,
+    )
+    return dq, dk, dv, dg, dh0

@@ -1,0 +1,33 @@
+import torch
+
+
+def chunk_gla_ref(
+    q, k, v, g, scale=None, initial_state=None, output_final_state=False, cu_seqlens=None
+):
+    B, T, H, K = q.shape
+    V = v.shape[-1]
+    if scale is None:
+        scale = K**-0.5
+    q, k, v, g = q.float(), k.float(), v.float(), g.float()
+    if cu_seqlens is None:
+        seqs = [(b, 0, T) for b in range(B)]
+    else:
+        assert B == 1
+        cu = cu_seqlens.tolist()
+        seqs = [(0, cu[i], cu[i + 1]) for i in range(len(cu) - 1)]
+
+    o = q.new_zeros(B, T, H, V)
+    finals = []
+    for n, (b, bos, eos) in enumerate(seqs):
+        if initial_state is None:
+            S = q.new_zeros(H, K, V)
+        else:
+            S = initial_state[n].float()
+        for t in range(bos, eos):
+            S = torch.exp(g[b, t])[:, None, None] * S + k[b, t][:, :, None] * v[b, t][:, None, :]
+            o[b, t] = scale * torch.einsum("hk,hkv->hv", q[b, t], S)
+        finals.append(S)
+    final_state = None
+    if output_final_state:
+        final_state = torch.stack(finals) if finals else q.new_zeros(0, H, K, V)
+    return o, final_state
