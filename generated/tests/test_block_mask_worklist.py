@@ -80,10 +80,19 @@ def make_inputs(_sample: str, _dtype: str, _layout: str = "compact", _config: st
     return {"mask": mask}
 
 
-def call(fn, inputs: dict, config: str):
-    """Call the public function (or the reference) the way a user would."""
-    flags = {FLAG: CONFIGS[config][FLAG]} if FLAG else {}
-    return _t.as_tuple(fn(**inputs, **flags))
+SUITE = _t.Suite(
+    fn=block_mask_worklist,
+    reference=block_mask_worklist_ref,
+    make_inputs=make_inputs,
+    configs=CONFIGS,
+    flag=FLAG,
+    public_outputs=PUBLIC_OUTPUTS,
+    differentiable=DIFFERENTIABLE,
+    mutated=MUTATED,
+    tolerance=TOLERANCE,
+    grad_tolerance=GRAD_TOLERANCE,
+    seed=SEED,
+)
 
 
 @pytest.mark.parametrize("sample, dtype, layout, config", CASES)
@@ -95,33 +104,12 @@ def test_opcheck_forward(sample, dtype, layout, config):
 
 @pytest.mark.parametrize("sample, dtype, layout, config", CASES)
 def test_forward_matches_reference(sample, dtype, layout, config):
-    inputs = make_inputs(sample, dtype, layout, config)
-    expected_inputs = _t.float32_copies(inputs)
-    out = call(block_mask_worklist, inputs, config)
-    expected = call(block_mask_worklist_ref, expected_inputs, config)
-    assert len(out) == len(expected) == len(PUBLIC_OUTPUTS)
-    atol, rtol = TOLERANCE[dtype]
-    for name, got, want in zip(PUBLIC_OUTPUTS, out, expected, strict=True):
-        assert (got is None) == (want is None), f"{name}: {got is None=} but {want is None=}"
-        if got is None:
-            continue
-        assert got.is_contiguous(), f"{name} is not contiguous: strides {got.stride()}"
-        _t.assert_close(got, want, atol, rtol, name)
-    for name in MUTATED:
-        _t.assert_close(inputs[name], expected_inputs[name], atol, rtol, f"{name} after the update")
+    SUITE.check_forward(sample, dtype, layout, config)
 
 
 @functools.cache
 def _compiled(dynamic: bool):
     return torch.compile(block_mask_worklist, fullgraph=True, dynamic=dynamic)
-
-
-@pytest.fixture
-def many_graphs():
-    """Each configuration specializes its own graph (None inputs, flags, variants), all of the
-    same function, so allow more recompiles than the default limit."""
-    with torch._dynamo.config.patch(recompile_limit=4 * len(CONFIGS) + 8):
-        yield
 
 
 COMPILE_CASES = [
@@ -132,15 +120,9 @@ COMPILE_CASES = [
 
 @pytest.mark.parametrize("dynamic", [False, True], ids=["static", "dynamic"])
 @pytest.mark.parametrize("sample, config", COMPILE_CASES)
-def test_compile_fullgraph(sample, config, dynamic, many_graphs):
-    inputs = make_inputs(sample, "bool", "compact", config)
-    eager_inputs = {k: v.clone() if isinstance(v, torch.Tensor) else v for k, v in inputs.items()}
-    with torch._dynamo.config.patch(capture_dynamic_output_shape_ops=True):
-        out = call(_compiled(dynamic), inputs, config)
-    eager_out = call(block_mask_worklist, eager_inputs, config)
-    for name, got, want in zip(PUBLIC_OUTPUTS, out, eager_out, strict=True):
-        assert (got is None) == (want is None), name
-        if got is not None:
-            _t.assert_close(got, want, 1e-5, 1e-5, f"compiled {name}")
-    for name in MUTATED:
-        _t.assert_close(inputs[name], eager_inputs[name], 1e-5, 1e-5, f"{name} after compile")
+def test_compile_fullgraph(sample, config, dynamic):
+    # Each configuration specializes a graph of the same function: allow that many recompiles.
+    limits = {"recompile_limit": 4 * len(CONFIGS) + 8}
+    limits["capture_dynamic_output_shape_ops"] = True
+    with torch._dynamo.config.patch(**limits):
+        SUITE.check_compile(_compiled(dynamic), sample, config, "bool", False)

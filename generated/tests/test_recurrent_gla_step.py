@@ -249,10 +249,19 @@ def make_inputs(_sample: str, _dtype: str, _layout: str = "compact", _config: st
     return {"state": state, "q": q, "k": k, "v": v, "g": g, "scale": _s["scale"]}
 
 
-def call(fn, inputs: dict, config: str):
-    """Call the public function (or the reference) the way a user would."""
-    flags = {FLAG: CONFIGS[config][FLAG]} if FLAG else {}
-    return _t.as_tuple(fn(**inputs, **flags))
+SUITE = _t.Suite(
+    fn=recurrent_gla_step,
+    reference=recurrent_gla_step_ref,
+    make_inputs=make_inputs,
+    configs=CONFIGS,
+    flag=FLAG,
+    public_outputs=PUBLIC_OUTPUTS,
+    differentiable=DIFFERENTIABLE,
+    mutated=MUTATED,
+    tolerance=TOLERANCE,
+    grad_tolerance=GRAD_TOLERANCE,
+    seed=SEED,
+)
 
 
 @pytest.mark.parametrize("sample, dtype, layout, config", CASES)
@@ -264,33 +273,12 @@ def test_opcheck_forward(sample, dtype, layout, config):
 
 @pytest.mark.parametrize("sample, dtype, layout, config", CASES)
 def test_forward_matches_reference(sample, dtype, layout, config):
-    inputs = make_inputs(sample, dtype, layout, config)
-    expected_inputs = _t.float32_copies(inputs)
-    out = call(recurrent_gla_step, inputs, config)
-    expected = call(recurrent_gla_step_ref, expected_inputs, config)
-    assert len(out) == len(expected) == len(PUBLIC_OUTPUTS)
-    atol, rtol = TOLERANCE[dtype]
-    for name, got, want in zip(PUBLIC_OUTPUTS, out, expected, strict=True):
-        assert (got is None) == (want is None), f"{name}: {got is None=} but {want is None=}"
-        if got is None:
-            continue
-        assert got.is_contiguous(), f"{name} is not contiguous: strides {got.stride()}"
-        _t.assert_close(got, want, atol, rtol, name)
-    for name in MUTATED:
-        _t.assert_close(inputs[name], expected_inputs[name], atol, rtol, f"{name} after the update")
+    SUITE.check_forward(sample, dtype, layout, config)
 
 
 @functools.cache
 def _compiled(dynamic: bool):
     return torch.compile(recurrent_gla_step, fullgraph=True, dynamic=dynamic)
-
-
-@pytest.fixture
-def many_graphs():
-    """Each configuration specializes its own graph (None inputs, flags, variants), all of the
-    same function, so allow more recompiles than the default limit."""
-    with torch._dynamo.config.patch(recompile_limit=4 * len(CONFIGS) + 8):
-        yield
 
 
 COMPILE_CASES = [
@@ -301,54 +289,14 @@ COMPILE_CASES = [
 
 @pytest.mark.parametrize("dynamic", [False, True], ids=["static", "dynamic"])
 @pytest.mark.parametrize("sample, config", COMPILE_CASES)
-def test_compile_fullgraph(sample, config, dynamic, many_graphs):
-    inputs = make_inputs(sample, "bf16", "compact", config)
-    eager_inputs = {k: v.clone() if isinstance(v, torch.Tensor) else v for k, v in inputs.items()}
-    out = call(_compiled(dynamic), inputs, config)
-    eager_out = call(recurrent_gla_step, eager_inputs, config)
-    for name, got, want in zip(PUBLIC_OUTPUTS, out, eager_out, strict=True):
-        assert (got is None) == (want is None), name
-        if got is not None:
-            _t.assert_close(got, want, 1e-5, 1e-5, f"compiled {name}")
-    for name in MUTATED:
-        _t.assert_close(inputs[name], eager_inputs[name], 1e-5, 1e-5, f"{name} after compile")
+def test_compile_fullgraph(sample, config, dynamic):
+    # Each configuration specializes a graph of the same function: allow that many recompiles.
+    limits = {"recompile_limit": 4 * len(CONFIGS) + 8}
+    with torch._dynamo.config.patch(**limits):
+        SUITE.check_compile(_compiled(dynamic), sample, config, "bf16", False)
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="CUDA graphs need a CUDA device")
 @pytest.mark.parametrize("config", list(CONFIGS))
 def test_cuda_graph_replay_matches_eager(config):
-    sample = next(iter(SAMPLES))
-    static = make_inputs(sample, "bf16", "compact", config)
-    fresh = make_inputs(sample, "bf16", "compact", config)
-    fresh = {
-        k: v * 0.5 if isinstance(v, torch.Tensor) and v.is_floating_point() else v
-        for k, v in fresh.items()
-    }
-
-    def step():
-        return [o for o in call(recurrent_gla_step, static, config) if o is not None], ()
-
-    side = torch.cuda.Stream()
-    side.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(side):
-        for _ in range(2):
-            step()
-    torch.cuda.current_stream().wait_stream(side)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        graph_out, graph_grads = step()
-    with torch.no_grad():
-        for k, v in fresh.items():
-            if isinstance(v, torch.Tensor):
-                static[k].copy_(v)
-    expected_inputs = {k: v.clone() if isinstance(v, torch.Tensor) else v for k, v in fresh.items()}
-    graph.replay()
-    torch.cuda.synchronize()
-    out = [o for o in call(recurrent_gla_step, expected_inputs, config) if o is not None]
-    grads = ()
-    for got, want in zip(graph_out, out, strict=True):
-        _t.assert_close(got, want, 1e-5, 1e-5, "graph replay output")
-    for got, want in zip(graph_grads, grads, strict=True):
-        _t.assert_close(got, want, 1e-5, 1e-5, "graph replay gradient")
-    for name in MUTATED:
-        _t.assert_close(static[name], expected_inputs[name], 1e-5, 1e-5, f"{name} after replay")
+    SUITE.check_cuda_graph(next(iter(SAMPLES)), config, "bf16", False)
