@@ -59,6 +59,8 @@ class Mapping:
         return [(k, node) for k, _, node in self.entries]
 
 
+# libyaml's parser when PyYAML has it (about 20x faster), with the same marks and messages.
+_Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 _PLAIN_TAGS = ("tag:yaml.org,2002:map", "tag:yaml.org,2002:seq")
 
 
@@ -66,7 +68,7 @@ def _loc(path: str, mark: yaml.Mark) -> Location:
     return Location(path, mark.line + 1, mark.column + 1)
 
 
-def _convert(node: yaml.Node, path: str, loader: yaml.SafeLoader, errors: Errors) -> Node:
+def _convert(node: yaml.Node, path: str, loader, errors: Errors) -> Node:
     loc = _loc(path, node.start_mark)
     if isinstance(node, (yaml.MappingNode, yaml.SequenceNode)) and node.tag not in _PLAIN_TAGS:
         errors.add(loc, f"unsupported YAML tag '{node.tag}'")
@@ -111,7 +113,7 @@ def load_spec(text: str, path: str, errors: Errors | None = None) -> Node:
     """
     own = errors is None
     errors = Errors() if errors is None else errors
-    loader = yaml.SafeLoader(text)
+    loader = _Loader(text)
     try:
         root = loader.get_single_node()
     except yaml.MarkedYAMLError as exc:

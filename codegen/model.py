@@ -589,7 +589,7 @@ class _Builder:
         return tuple(out)
 
     def inputs(self, node: Node) -> tuple[TensorDecl, ...] | None:
-        if not node.is_map:
+        if not node.is_map or not node.value.entries:
             self.error(
                 node.loc,
                 f"'inputs' must map tensor argument names to constraints, got {_kind(node)}",

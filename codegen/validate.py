@@ -10,8 +10,8 @@ from .dims import plan
 from .errors import Errors, did_you_mean, one_of
 from .model import DType, Op, Spec
 from .names import check_name
-from .tests_view import sample_dims
 from .schema import _literal
+from .tests_view import sample_dims
 
 
 def validate(spec: Spec, errors: Errors, check_imports: bool = True) -> None:
@@ -416,10 +416,13 @@ class _Op:
                     f"test dtype '{dt.torch_name}' is not allowed for input '{first.name}' ({one_of(d.torch_name for d in allowed)})",
                 )
         tested = t.dtypes or allowed
-        have = {d for d, _ in t.tolerance}
-        for dt in tested:
-            if dt not in have:
-                self.error(t.loc, f"tests have no tolerance for dtype '{dt.torch_name}'")
+        for what, table in (("tolerance", t.tolerance), ("grad_tolerance", t.grad_tolerance)):
+            have = {d for d, _ in table}
+            for dt in tested:
+                if dt not in have:
+                    self.error(t.loc, f"tests have no {what} for dtype '{dt.torch_name}'")
+            if t.grad_tolerance is t.tolerance:
+                break  # no grad_tolerance given: the forward tolerance serves both
         if t.varlen is not None:
             v = t.varlen
             arg = fwd.argument(v.offsets)
