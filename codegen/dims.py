@@ -200,3 +200,21 @@ def _derived(op: Op, bound: dict[str, Binding], problems: list[tuple[str, str]])
             )
             continue
         bound[d.name] = Binding(d.name, "", 0, False)
+
+
+def bind_from(op: Op, dim: str, available: set[str]) -> Binding | None:
+    """Where ``dim`` can be read among the required tensors in ``available``.
+
+    The plan's own binding first; otherwise any available input that has the dim as a plain
+    entry (the backward often takes ``k`` but not ``q``, which share their dims).
+    """
+    b = plan(op).bound.get(dim)
+    if b is not None and (b.derived or b.tensor in available):
+        return b
+    for decl in op.inputs:
+        if decl.name not in available:
+            continue
+        for pos, entry in enumerate(decl.shape.entries):
+            if entry != "..." and entry.name == dim:
+                return Binding(dim, decl.name, index_of(decl.shape, pos), False)
+    return None

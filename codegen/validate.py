@@ -6,7 +6,7 @@ import ast
 import importlib.util
 from functools import cache
 
-from .dims import plan
+from .dims import bind_from, plan
 from .errors import Errors, did_you_mean, one_of
 from .model import DType, Op, Spec
 from .names import check_name
@@ -277,6 +277,7 @@ class _Op:
                     f"backward schema: input '{target.name}' is marked 'differentiable: false' but has gradient '{name}'",
                 )
             grads.add(name[5:])
+        self.backward_fake(grads)
         for decl in op.inputs:
             arg = fwd.argument(decl.name)
             if arg is None or not arg.is_tensor:
@@ -289,6 +290,61 @@ class _Op:
                 self.error(
                     decl.loc,
                     f"input '{decl.name}' has no gradient in the backward schema; return 'grad_{decl.name}' or mark it 'differentiable: false'",
+                )
+
+    def backward_fake(self, grads: set[str]) -> None:
+        """The backward fake sizes each gradient from the backward's own arguments."""
+        op, bwd = self.op, self.op.backward.schema
+        loc = op.backward.schema_loc
+        required = {a.name for a in bwd.arguments if a.is_tensor and not a.optional}
+        present = {a.name for a in bwd.arguments}
+        p = plan(op)
+        derived = {d.name: d for d in op.dims}
+        for name in sorted(grads):
+            decl = op.input(name)
+            arg = op.forward.schema.argument(name)
+            if decl is None or arg is None:
+                continue
+            if arg.optional and name not in present:
+                self.error(
+                    loc,
+                    f"backward schema: returns 'grad_{name}' of optional input '{name}' but does not take '{name}', so the autograd.Function cannot tell whether it was given",
+                )
+            if name in required:
+                continue
+            needed = [n for e in decl.shape.entries if e != "..." for n in e.names]
+            seen: set[str] = set()
+            missing: list[str] = []
+            while needed:
+                dim = needed.pop(0)
+                if dim in seen:
+                    continue
+                seen.add(dim)
+                if dim in derived:
+                    needed.extend(derived[dim].expr.names)
+                    missing += [t for t in derived[dim].expr.tensors if t not in present]
+                elif dim in p.bound and bind_from(op, dim, required) is None:
+                    missing.append(p.bound[dim].tensor)
+            for tensor in dict.fromkeys(missing):
+                self.error(
+                    loc,
+                    f"backward schema: the fake of 'grad_{name}' needs the sizes of '{tensor}'; "
+                    f"add '{tensor}' to the backward arguments",
+                )
+            if decl.shape.has_ellipsis and p.batch_source not in required:
+                self.error(
+                    loc,
+                    f"backward schema: the fake of 'grad_{name}' needs the leading dims of '{p.batch_source}'; add it to the backward arguments",
+                )
+            if not decl.same_dtype_as and len(decl.dtypes) > 1:
+                self.error(
+                    loc,
+                    f"backward schema: the fake of 'grad_{name}' cannot know its dtype ({'/'.join(d.torch_name for d in decl.dtypes)}) without a required '{name}' argument",
+                )
+            elif decl.same_dtype_as and decl.same_dtype_as not in required:
+                self.error(
+                    loc,
+                    f"backward schema: the fake of 'grad_{name}' takes the dtype of '{decl.same_dtype_as}'; add it to the backward arguments",
                 )
 
     def _pair_extras(self) -> set[str]:
@@ -365,8 +421,6 @@ class _Op:
                     stage.loc,
                     f"integration '{op.integration.value}' registers one launcher for every device; use the same 'module:function' for each",
                 )
-        if op.arity_pair is not None and op.integration.value == "triton_op":
-            pass
 
     def tests(self) -> None:
         op, t = self.op, self.op.tests

@@ -12,7 +12,7 @@ import re
 import textwrap
 from dataclasses import dataclass
 
-from .dims import DimPlan, TensorPlan, plan
+from .dims import DimPlan, TensorPlan, bind_from, plan
 from .layout import INDENT, bracket
 from .model import DType, Integration, Launcher, Op, OutputDecl, Shape, Spec, Stage
 from .names import camel
@@ -175,8 +175,8 @@ class _OpViewBuilder:
         for name, b in self.plan.bound.items():
             if name not in closure or b.derived:
                 continue
-            if available is not None and b.tensor not in available:
-                raise LookupError(name)
+            if available is not None:
+                b = bind_from(self.op, name, available)  # validated: some available tensor has it
             lines.append(f"{indent}{name} = {b.tensor}.shape[{b.index}]")
         for d in self.op.dims:
             if d.name in closure:
@@ -374,7 +374,7 @@ class _OpViewBuilder:
 
     # --- autograd.Function and public function ----------------------------------------------
 
-    def _forward_call(self, indent: str, through_function: bool) -> list[str]:
+    def _forward_call(self, indent: str) -> list[str]:
         """Statements computing every output (public and saved) from the arguments."""
         args = [a.name for a in self.fwd.arguments]
         outs = [o.name for o in self.op.outputs if o.name not in self.extras]
@@ -411,7 +411,7 @@ class _OpViewBuilder:
             + "]"
         )
         fwd = [f"{IN1}@staticmethod", bracket("def forward(", params, f") -> {ret}:", IN1)]
-        fwd += self._forward_call(IN2, True)
+        fwd += self._forward_call(IN2)
         saved = [a.name for a in bwd.arguments if a.is_tensor and not a.name.startswith("grad_")]
         scalars = [
             a.name for a in bwd.arguments if not a.is_tensor and not a.name.startswith("grad_")
@@ -450,8 +450,6 @@ class _OpViewBuilder:
             if grad not in rets:
                 results.append("None")
             elif name in optional:
-                if name not in saved:
-                    raise LookupError(name)
                 results.append(f"{grad} if {name} is not None else None")
             else:
                 results.append(grad)
@@ -511,7 +509,7 @@ class _OpViewBuilder:
                 bracket(f"{_unpack(public_names)} = {function_class}.apply(", fn_args, ")", IN1)
             ]
         else:
-            call_lines = self._forward_call(IN1, False)
+            call_lines = self._forward_call(IN1)
         call_lines.append(f"{IN1}return {result_class}({', '.join(public_names)})")
         fields = tuple(
             f"{o.name}: Tensor | None = None" if o.name in self.extras else f"{o.name}: Tensor"

@@ -6,7 +6,7 @@ import pytest
 from specs import CHUNK, GATE, replace
 
 from codegen.errors import SpecError
-from codegen.pipeline import parse
+from codegen.pipeline import generate, parse
 
 CASES = [
     (
@@ -214,3 +214,50 @@ def test_diagnostics(text, expected):
     with pytest.raises(SpecError) as info:
         parse(text, "ops.yaml")
     assert [str(d) for d in info.value.diagnostics] == expected
+
+
+BWD_ARGS = "Tensor q, Tensor k, Tensor v, Tensor g, float? scale, Tensor? initial_state, Tensor? cu_seqlens"
+
+
+def test_backward_must_take_optional_inputs_it_differentiates():
+    text = replace(BWD_ARGS, BWD_ARGS.replace("Tensor? initial_state, ", ""), CHUNK)
+    with pytest.raises(SpecError) as info:
+        parse(text, "ops.yaml")
+    assert [str(d) for d in info.value.diagnostics] == [
+        "ops.yaml:15:15: error: [chunk] backward schema: returns 'grad_initial_state' of optional "
+        "input 'initial_state' but does not take 'initial_state', so the autograd.Function cannot "
+        "tell whether it was given"
+    ]
+
+
+def test_backward_fake_sizes_gradients_from_any_input_sharing_the_dims():
+    text = replace(BWD_ARGS, BWD_ARGS.replace("Tensor q, ", ""), CHUNK)
+    module = generate(text, "ops.yaml", "ops.yaml")["demo/chunk.py"]
+    assert "    B = k.shape[0]\n" in module
+    assert "    grad_q = k.new_empty((B, T, H, K), dtype=torch.float32)\n" in module
+
+
+def test_backward_fake_needs_the_tensors_that_size_a_gradient():
+    text = replace(
+        BWD_ARGS, "Tensor g, float? scale, Tensor? initial_state, Tensor? cu_seqlens", CHUNK
+    )
+    text = text.replace(
+        "(Tensor grad_q, Tensor grad_k, Tensor grad_v, Tensor grad_g, Tensor grad_initial_state)",
+        "(Tensor grad_g, Tensor grad_initial_state)",
+    ).replace(
+        "      q: {shape: [B, T, H, K], dtypes: [float32]}",
+        "      q: {shape: [B, T, H, K], dtypes: [float32], differentiable: false}",
+    )
+    for name in "kv":
+        text = text.replace(
+            f"      {name}: {{shape: [B, T, H, {name.upper()}], dtype: q}}",
+            f"      {name}: {{shape: [B, T, H, {name.upper()}], dtype: q, differentiable: false}}",
+        )
+    with pytest.raises(SpecError) as info:
+        parse(text, "ops.yaml")
+    assert [str(d) for d in info.value.diagnostics] == [
+        "ops.yaml:15:15: error: [chunk] backward schema: the fake of 'grad_initial_state' needs the "
+        "sizes of 'q'; add 'q' to the backward arguments",
+        "ops.yaml:15:15: error: [chunk] backward schema: the fake of 'grad_initial_state' needs the "
+        "sizes of 'v'; add 'v' to the backward arguments",
+    ]
