@@ -18,6 +18,7 @@ IN1, IN2 = INDENT, INDENT * 2
 @dataclass(frozen=True)
 class TestsView:
     op: str
+    invalid_cases: tuple[str, ...]
     package: str
     namespace: str
     reference_module: str
@@ -401,11 +402,54 @@ class _Builder:
             arg_names=_tuple([a.name for a in self.fwd.arguments]),
             compile_cases=tuple(compile_cases),
             compile_dtype=json.dumps(dtypes[0].short),
+            invalid_cases=tuple(self.invalid_cases()),
             varlen=t.varlen is not None,
             varlen_lines=tuple(vlines),
             varlen_samples=tuple(vsamples),
             helpers=tuple(self.helpers()),
         )
+
+    def invalid_cases(self) -> list[str]:
+        """(argument, how to break it): a wrong dtype, a wrong rank, a value outside a variant."""
+        cases = []
+        wrong_dtypes = ("float64", "int32", "bool")
+        default = self.configs()[0][1] | {n: True for n in self.optional}
+        samples = self.op.tests.samples
+        first = sample_id(samples[0], self.dims)
+        where = {
+            d.name: next(
+                (sample_id(s, self.dims) for s in samples if self.present(d.name, s, default)),
+                first,
+            )
+            for d in self.op.inputs
+        }
+        for decl in self.op.inputs:
+            if decl.same_dtype_as is None:
+                allowed = {d.torch_name for d in decl.dtypes}
+                bad = next(d for d in wrong_dtypes if d not in allowed)
+                cases.append((decl.name, f"dtype-{bad}"))
+            else:
+                cases.append((decl.name, "dtype-other"))
+            if not decl.shape.has_ellipsis:
+                cases.append((decl.name, "rank-plus-one"))
+            elif decl.shape.min_rank >= 2:
+                cases.append((decl.name, "rank-one"))
+        for v in self.op.variants:
+            cases.append((v.arg, "value"))
+        return [
+            bracket(
+                "pytest.param(",
+                [
+                    json.dumps(where.get(a, first)),
+                    json.dumps(a),
+                    json.dumps(how),
+                    f"id={json.dumps(f'{a}-{how}')}",
+                ],
+                "),",
+                IN2,
+            )
+            for a, how in cases
+        ]
 
     def differentiable(self) -> str:
         op = self.op

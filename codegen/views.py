@@ -588,9 +588,13 @@ class _OpViewBuilder:
         ]
         first = None
         derived_emitted = False
-        for t in self.plan.tensors:
+        # Optional inputs that derived dims read are checked before those dims are computed, so a
+        # malformed one is reported as itself rather than as a size mismatch elsewhere.
+        read = {name for d in op.dims for name in d.expr.tensors}
+        tensors = sorted(self.plan.tensors, key=lambda t: (t.optional, t.name not in read))
+        for t in tensors:
             decl = op.input(t.name)
-            if t.optional and not derived_emitted:
+            if t.optional and t.name not in read and not derived_emitted:
                 derived_emitted = True
                 lines += self._derived_lines()
             ind = IN2 if t.optional else IN1

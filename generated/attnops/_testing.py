@@ -6,6 +6,7 @@ from __future__ import annotations
 import importlib
 from collections.abc import Callable
 
+import pytest
 import torch
 from torch import Tensor
 
@@ -80,6 +81,22 @@ def clone_inputs(inputs: dict) -> dict:
     return {k: v.clone() if isinstance(v, Tensor) else v for k, v in inputs.items()}
 
 
+def broken(value, how: str):
+    """``value`` made invalid in the way ``how`` names (see ``Suite.check_rejects``)."""
+    if how.startswith("dtype-"):
+        name = how[len("dtype-") :]
+        if name == "other":
+            return value.to(torch.float64 if value.dtype != torch.float64 else torch.float32)
+        return value.to(getattr(torch, name))
+    if how == "rank-plus-one":
+        return value.unsqueeze(0)
+    if how == "rank-one":
+        return value.reshape(-1)
+    if how == "value":
+        return "not-a-variant" if isinstance(value, str) else -12345
+    raise ValueError(how)
+
+
 class Suite:
     """The checks every generated operator test runs, parameterized by the operator's tables.
 
@@ -147,6 +164,13 @@ class Suite:
             assert_close(got, want, atol, rtol, name)
         for name in self.mutated:
             assert_close(inputs[name], expected_inputs[name], atol, rtol, f"{name} after the call")
+
+    def check_rejects(self, sample: str, config: str, name: str, how: str, op_name: str) -> None:
+        """The public function names the bad argument before anything is launched."""
+        inputs = self.make_inputs(sample, next(iter(self.tolerance)), "compact", config)
+        inputs[name] = broken(inputs[name], how)
+        with pytest.raises((TypeError, ValueError), match=rf"^{op_name}: .*\b{name}\b"):
+            self.call(self.fn, inputs, config)
 
     def check_gradients(self, sample: str, dtype: str, layout: str, config: str) -> None:
         inputs = self.make_inputs(sample, dtype, layout, config)

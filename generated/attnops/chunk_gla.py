@@ -148,8 +148,8 @@ _chunk_gla_fwd_with_state = torch.ops.attnops.chunk_gla_fwd_with_state.default
 _chunk_gla_bwd = torch.ops.attnops.chunk_gla_bwd.default
 _CHUNK_GLA_Q_DTYPES = (torch.bfloat16, torch.float16, torch.float32)
 _CHUNK_GLA_G_DTYPES = (torch.float32,)
-_CHUNK_GLA_INITIAL_STATE_DTYPES = (torch.float32,)
 _CHUNK_GLA_CU_SEQLENS_DTYPES = (torch.int32, torch.int64)
+_CHUNK_GLA_INITIAL_STATE_DTYPES = (torch.float32,)
 
 
 class _ChunkGlaFunction(torch.autograd.Function):
@@ -288,6 +288,19 @@ def chunk_gla(
         raise ValueError(f"chunk_gla: expected g.shape[1] == T ({T}), got shape {tuple(g.shape)}")
     if g.shape[2] != H:
         raise ValueError(f"chunk_gla: expected g.shape[2] == H ({H}), got shape {tuple(g.shape)}")
+    if cu_seqlens is not None:
+        if cu_seqlens.dtype not in _CHUNK_GLA_CU_SEQLENS_DTYPES:
+            raise TypeError(
+                f"chunk_gla: expected cu_seqlens to have dtype int32, int64, got {cu_seqlens.dtype}"
+            )
+        if cu_seqlens.ndim != 1:
+            raise ValueError(
+                f"chunk_gla: expected cu_seqlens of shape [S], got shape {tuple(cu_seqlens.shape)}"
+            )
+        if cu_seqlens.device != q.device:
+            raise ValueError(
+                f"chunk_gla: expected cu_seqlens on {q.device} like q, got {cu_seqlens.device}"
+            )
     N = B if cu_seqlens is None else cu_seqlens.shape[0] - 1
     if initial_state is not None:
         if initial_state.dtype not in _CHUNK_GLA_INITIAL_STATE_DTYPES:
@@ -317,19 +330,6 @@ def chunk_gla(
         if initial_state.shape[3] != V:
             raise ValueError(
                 f"chunk_gla: expected initial_state.shape[3] == V ({V}), got shape {tuple(initial_state.shape)}"
-            )
-    if cu_seqlens is not None:
-        if cu_seqlens.dtype not in _CHUNK_GLA_CU_SEQLENS_DTYPES:
-            raise TypeError(
-                f"chunk_gla: expected cu_seqlens to have dtype int32, int64, got {cu_seqlens.dtype}"
-            )
-        if cu_seqlens.ndim != 1:
-            raise ValueError(
-                f"chunk_gla: expected cu_seqlens of shape [S], got shape {tuple(cu_seqlens.shape)}"
-            )
-        if cu_seqlens.device != q.device:
-            raise ValueError(
-                f"chunk_gla: expected cu_seqlens on {q.device} like q, got {cu_seqlens.device}"
             )
     output, final_state = _ChunkGlaFunction.apply(
         q, k, v, g, scale, initial_state, cu_seqlens, output_final_state

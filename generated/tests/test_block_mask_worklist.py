@@ -107,6 +107,17 @@ def test_forward_matches_reference(sample, dtype, layout, config):
     SUITE.check_forward(sample, dtype, layout, config)
 
 
+@pytest.mark.parametrize(
+    "sample, name, how",
+    [
+        pytest.param("B2-H3-QB7-KB13", "mask", "dtype-float64", id="mask-dtype-float64"),
+        pytest.param("B2-H3-QB7-KB13", "mask", "rank-plus-one", id="mask-rank-plus-one"),
+    ],
+)
+def test_rejects_invalid_arguments(sample, name, how):
+    SUITE.check_rejects(sample, DEFAULT_CONFIG, name, how, "block_mask_worklist")
+
+
 @functools.cache
 def _compiled(dynamic: bool):
     return torch.compile(block_mask_worklist, fullgraph=True, dynamic=dynamic)

@@ -402,6 +402,41 @@ def test_forward_matches_reference(sample, dtype, layout, config):
     SUITE.check_forward(sample, dtype, layout, config)
 
 
+@pytest.mark.parametrize(
+    "sample, name, how",
+    [
+        pytest.param("B2-T70-H1-K16-V16", "q", "dtype-float64", id="q-dtype-float64"),
+        pytest.param("B2-T70-H1-K16-V16", "q", "rank-plus-one", id="q-rank-plus-one"),
+        pytest.param("B2-T70-H1-K16-V16", "k", "dtype-other", id="k-dtype-other"),
+        pytest.param("B2-T70-H1-K16-V16", "k", "rank-plus-one", id="k-rank-plus-one"),
+        pytest.param("B2-T70-H1-K16-V16", "v", "dtype-other", id="v-dtype-other"),
+        pytest.param("B2-T70-H1-K16-V16", "v", "rank-plus-one", id="v-rank-plus-one"),
+        pytest.param("B2-T70-H1-K16-V16", "g", "dtype-float64", id="g-dtype-float64"),
+        pytest.param("B2-T70-H1-K16-V16", "g", "rank-plus-one", id="g-rank-plus-one"),
+        pytest.param(
+            "B2-T70-H1-K16-V16", "initial_state", "dtype-float64", id="initial_state-dtype-float64"
+        ),
+        pytest.param(
+            "B2-T70-H1-K16-V16", "initial_state", "rank-plus-one", id="initial_state-rank-plus-one"
+        ),
+        pytest.param(
+            "B1-T80-H1-K16-V32-cu_seqlens",
+            "cu_seqlens",
+            "dtype-float64",
+            id="cu_seqlens-dtype-float64",
+        ),
+        pytest.param(
+            "B1-T80-H1-K16-V32-cu_seqlens",
+            "cu_seqlens",
+            "rank-plus-one",
+            id="cu_seqlens-rank-plus-one",
+        ),
+    ],
+)
+def test_rejects_invalid_arguments(sample, name, how):
+    SUITE.check_rejects(sample, DEFAULT_CONFIG, name, how, "chunk_gla")
+
+
 @pytest.mark.parametrize("sample, dtype, layout, config", CASES)
 def test_gradients_match_reference(sample, dtype, layout, config):
     SUITE.check_gradients(sample, dtype, layout, config)

@@ -521,6 +521,22 @@ def test_forward_matches_reference(sample, dtype, layout, config):
     SUITE.check_forward(sample, dtype, layout, config)
 
 
+@pytest.mark.parametrize(
+    "sample, name, how",
+    [
+        pytest.param("batch2x37-H4-K16", "g", "dtype-float64", id="g-dtype-float64"),
+        pytest.param("batch2x37-H4-K16", "g", "rank-one", id="g-rank-one"),
+        pytest.param("batch2x37-H4-K16", "A_log", "dtype-float64", id="A_log-dtype-float64"),
+        pytest.param("batch2x37-H4-K16", "A_log", "rank-plus-one", id="A_log-rank-plus-one"),
+        pytest.param("batch2x37-H4-K16", "dt_bias", "dtype-float64", id="dt_bias-dtype-float64"),
+        pytest.param("batch2x37-H4-K16", "dt_bias", "rank-plus-one", id="dt_bias-rank-plus-one"),
+        pytest.param("batch2x37-H4-K16", "kind", "value", id="kind-value"),
+    ],
+)
+def test_rejects_invalid_arguments(sample, name, how):
+    SUITE.check_rejects(sample, DEFAULT_CONFIG, name, how, "gate")
+
+
 @pytest.mark.parametrize("sample, dtype, layout, config", CASES)
 def test_gradients_match_reference(sample, dtype, layout, config):
     SUITE.check_gradients(sample, dtype, layout, config)

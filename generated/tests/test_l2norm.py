@@ -178,6 +178,16 @@ def test_forward_matches_reference(sample, dtype, layout, config):
     SUITE.check_forward(sample, dtype, layout, config)
 
 
+@pytest.mark.parametrize(
+    "sample, name, how",
+    [
+        pytest.param("batch2x3-D64", "x", "dtype-float64", id="x-dtype-float64"),
+    ],
+)
+def test_rejects_invalid_arguments(sample, name, how):
+    SUITE.check_rejects(sample, DEFAULT_CONFIG, name, how, "l2norm")
+
+
 @pytest.mark.parametrize("sample, dtype, layout, config", CASES)
 def test_gradients_match_reference(sample, dtype, layout, config):
     SUITE.check_gradients(sample, dtype, layout, config)

@@ -276,6 +276,25 @@ def test_forward_matches_reference(sample, dtype, layout, config):
     SUITE.check_forward(sample, dtype, layout, config)
 
 
+@pytest.mark.parametrize(
+    "sample, name, how",
+    [
+        pytest.param("B2-H3-K48-V100", "state", "dtype-float64", id="state-dtype-float64"),
+        pytest.param("B2-H3-K48-V100", "state", "rank-plus-one", id="state-rank-plus-one"),
+        pytest.param("B2-H3-K48-V100", "q", "dtype-float64", id="q-dtype-float64"),
+        pytest.param("B2-H3-K48-V100", "q", "rank-plus-one", id="q-rank-plus-one"),
+        pytest.param("B2-H3-K48-V100", "k", "dtype-other", id="k-dtype-other"),
+        pytest.param("B2-H3-K48-V100", "k", "rank-plus-one", id="k-rank-plus-one"),
+        pytest.param("B2-H3-K48-V100", "v", "dtype-other", id="v-dtype-other"),
+        pytest.param("B2-H3-K48-V100", "v", "rank-plus-one", id="v-rank-plus-one"),
+        pytest.param("B2-H3-K48-V100", "g", "dtype-float64", id="g-dtype-float64"),
+        pytest.param("B2-H3-K48-V100", "g", "rank-plus-one", id="g-rank-plus-one"),
+    ],
+)
+def test_rejects_invalid_arguments(sample, name, how):
+    SUITE.check_rejects(sample, DEFAULT_CONFIG, name, how, "recurrent_gla_step")
+
+
 @functools.cache
 def _compiled(dynamic: bool):
     return torch.compile(recurrent_gla_step, fullgraph=True, dynamic=dynamic)
