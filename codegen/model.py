@@ -14,7 +14,7 @@ from .errors import Errors, Location, did_you_mean, one_of
 from .load import Mapping, Node
 from .names import check_name
 from .schema import Schema, SchemaError, parse_schema
-from .shapes import Expr, Shape, ShapeError, parse_dim_expr, parse_shape
+from .shapes import Condition, Expr, Shape, ShapeError, parse_condition, parse_dim_expr, parse_shape
 
 SPEC_VERSION = 1
 DEVICES = ("cuda", "cpu")
@@ -134,6 +134,16 @@ class Variant:
 
 
 @dataclass(frozen=True, slots=True)
+class Constraint:
+    """A relation between dims that shapes cannot say, checked by the public function."""
+
+    check: Condition
+    when: str | None  # an optional input: checked only when it is given
+    message: str
+    loc: Location
+
+
+@dataclass(frozen=True, slots=True)
 class ArityPair:
     """A wider twin of the forward schema with trailing extra returns, chosen by a public flag."""
 
@@ -215,6 +225,7 @@ class Op:
     dynamic_dims: tuple[tuple[str, Location], ...] = ()
     variants: tuple[Variant, ...] = ()
     arity_pair: ArityPair | None = None
+    constraints: tuple[Constraint, ...] = ()
 
     @property
     def primary(self) -> TensorDecl:
@@ -253,6 +264,7 @@ OP_KEYS = (
     "outputs",
     "dims",
     "variants",
+    "constraints",
     "reference",
     "tests",
 )
@@ -263,6 +275,7 @@ INPUT_KEYS = ("shape", "dtypes", "dtype", "differentiable", "mutated", "init")
 OUTPUT_KEYS = ("shape", "dtype", "public")
 TEST_KEYS = ("samples", "dtypes", "tolerance", "grad_tolerance", "seed", "varlen")
 VARLEN_KEYS = ("offsets", "dim", "per_sequence")
+CONSTRAINT_KEYS = ("check", "when", "message")
 NOT_YET = {
     "cute": "CuTeDSL layout contracts",
     "sharding": "DTensor sharding strategies",
@@ -400,6 +413,7 @@ class _Builder:
                 forward = None
         dims, dynamic = self.dims(m.get("dims")) if m.get("dims") else ((), ())
         variants = self.variants(m.get("variants")) if m.get("variants") else ()
+        constraints = self.constraints(m.get("constraints")) if m.get("constraints") else ()
         backward = (
             self.stage(m.get("backward"), f"{qual}_bwd", "backward") if m.get("backward") else None
         )
@@ -408,7 +422,16 @@ class _Builder:
         ref_node = m.get("reference")
         reference = self.launcher_ref(ref_node, "reference") if ref_node else None
         tests = self.tests(m.get("tests")) if m.get("tests") else None
-        if not ok or None in (forward, inputs, outputs, reference, tests, dims, variants):
+        if not ok or None in (
+            forward,
+            inputs,
+            outputs,
+            reference,
+            tests,
+            dims,
+            variants,
+            constraints,
+        ):
             return None
         if m.get("backward") is not None and backward is None:
             return None
@@ -429,7 +452,37 @@ class _Builder:
             dynamic_dims=dynamic,
             variants=variants,
             arity_pair=arity_pair,
+            constraints=constraints,
         )
+
+    def constraints(self, node: Node) -> tuple[Constraint, ...] | None:
+        if not node.is_seq or not node.value:
+            self.error(
+                node.loc, "'constraints' must be a list of {check: ..., when: ..., message: ...}"
+            )
+            return None
+        out = []
+        for item in node.value:
+            m = self.mapping(item, "a constraint", CONSTRAINT_KEYS, required=("check",))
+            if m is None or m.get("check") is None:
+                return None
+            try:
+                check = parse_condition(m.get("check").value)
+            except ShapeError as exc:
+                self.error(m.get("check").loc, str(exc))
+                return None
+            when = None
+            if m.get("when") is not None:
+                when = self.string(m.get("when"), "constraint 'when'")
+                if when is None:
+                    return None
+            message = f"expected {check.text}"
+            if m.get("message") is not None:
+                message = self.string(m.get("message"), "constraint 'message'")
+                if message is None:
+                    return None
+            out.append(Constraint(check, when, message, item.loc))
+        return tuple(out)
 
     def dims(self, node: Node):
         if not node.is_map:

@@ -236,3 +236,53 @@ def parse_shape(entries: list[object]) -> Shape:
     if parsed.count(ELLIPSIS) > 1:
         raise ShapeError("'...' may appear at most once in a shape")
     return Shape(parsed)
+
+
+_COMPARE = {ast.Eq: "==", ast.NotEq: "!=", ast.Lt: "<", ast.LtE: "<=", ast.Gt: ">", ast.GtE: ">="}
+_COMPARE_FN = {
+    "==": lambda a, b: a == b,
+    "!=": lambda a, b: a != b,
+    "<": lambda a, b: a < b,
+    "<=": lambda a, b: a <= b,
+    ">": lambda a, b: a > b,
+    ">=": lambda a, b: a >= b,
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Condition:
+    """A comparison of two dim expressions, e.g. ``B == 1`` or ``K <= 256``."""
+
+    left: Expr
+    op: str
+    right: Expr
+
+    @property
+    def text(self) -> str:
+        return f"{self.left.text} {self.op} {self.right.text}"
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return tuple(dict.fromkeys(self.left.names + self.right.names))
+
+    def holds(self, env: dict[str, int]) -> bool:
+        return _COMPARE_FN[self.op](self.left.evaluate(env), self.right.evaluate(env))
+
+
+def parse_condition(text: object) -> Condition:
+    if not isinstance(text, str) or not text.strip():
+        raise ShapeError(f"a check must be a comparison such as 'B == 1', got {text!r}")
+    try:
+        tree = ast.parse(text.strip(), mode="eval").body
+    except SyntaxError:
+        raise ShapeError(f"cannot parse check '{text}'") from None
+    if not (isinstance(tree, ast.Compare) and len(tree.ops) == 1 and type(tree.ops[0]) in _COMPARE):
+        raise ShapeError(
+            f"a check must compare two dim expressions with one of == != < <= > >=, got '{text}'"
+        )
+    sides = []
+    for node in (tree.left, tree.comparators[0]):
+        names: list[str] = []
+        _check(node, names)
+        sides.append(Expr(_render(node, {}), tuple(names)))
+    return Condition(sides[0], _COMPARE[type(tree.ops[0])], sides[1])

@@ -11,7 +11,7 @@ from .errors import Errors, did_you_mean, one_of
 from .model import DType, Op, Spec
 from .names import check_name
 from .schema import _literal
-from .tests_view import sample_dims
+from .tests_view import literal_inputs, sample_dims
 
 
 def validate(spec: Spec, errors: Errors, check_imports: bool = True) -> None:
@@ -60,6 +60,7 @@ class _Op:
         if op.arity_pair is not None:
             self.arity_pair()
         self.variants()
+        self.constraints()
         self.integration()
         self.inputs()
         self.outputs()
@@ -410,6 +411,33 @@ class _Op:
                     v.loc,
                     f"the schema default of '{v.arg}' ({arg.default}) is not one of its variant values",
                 )
+
+    def constraints(self) -> None:
+        op = self.op
+        p = plan(op)
+        fwd = op.forward.schema
+        for c in op.constraints:
+            for n in c.check.names:
+                if n not in p.bound:
+                    self.error(
+                        c.loc, f"constraint '{c.check.text}' reads '{n}', which no input binds"
+                    )
+            if c.when is not None:
+                arg = fwd.argument(c.when)
+                if arg is None or not arg.is_tensor or not arg.optional:
+                    self.error(
+                        c.loc,
+                        f"constraint 'when' must name an optional tensor input, got '{c.when}'",
+                    )
+            literal = literal_inputs(op)
+            for s in op.tests.samples:
+                # A literal input is given only by the samples that spell it out; other optional
+                # inputs are given in some test configuration of every sample.
+                if c.when in literal and s.get(c.when) is None:
+                    continue
+                env = s.env()
+                if all(n in env for n in c.check.names) and not c.check.holds(env):
+                    self.error(s.loc, f"sample breaks constraint '{c.check.text}'")
 
     def integration(self) -> None:
         op = self.op

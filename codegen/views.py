@@ -674,6 +674,15 @@ class _OpViewBuilder:
             lines.extend(inner)
         if not derived_emitted:
             lines += self._derived_lines()
+        for c in op.constraints:
+            cond = f"not ({c.check.text})"
+            if c.when is not None:
+                cond = f"{c.when} is not None and {cond}"
+            got = ", ".join(f"{n}={{{n}}}" for n in c.check.names)
+            lines.append(f"{IN1}if {cond}:")
+            lines.append(
+                bracket("raise ValueError(", [f'f"{op.name}: {c.message}; got {got}"'], ")", IN2)
+            )
         for v in op.variants:
             const = f"_{upper}_{v.arg.upper()}_VALUES"
             values = ", ".join(json.dumps(x) if isinstance(x, str) else repr(x) for x in v.values)

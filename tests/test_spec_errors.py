@@ -60,7 +60,8 @@ CASES = [
         replace("    reference:", "    launcher: x\n    reference:"),
         [
             "ops.yaml:19:5: error: [l2norm] unknown key 'launcher' in an operator; expected one of: "
-            "doc, integration, forward, backward, inputs, outputs, dims, variants, reference, tests"
+            "doc, integration, forward, backward, inputs, outputs, dims, variants, constraints, "
+            "reference, tests"
         ],
     ),
     (

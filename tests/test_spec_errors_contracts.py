@@ -261,3 +261,68 @@ def test_backward_fake_needs_the_tensors_that_size_a_gradient():
         "ops.yaml:15:15: error: [chunk] backward schema: the fake of 'grad_initial_state' needs the "
         "sizes of 'v'; add 'v' to the backward arguments",
     ]
+
+
+CONSTRAINTS = """    constraints:
+      - {check: "B == 1", when: cu_seqlens, message: "packed sequences need B == 1"}
+"""
+
+
+def _with_constraint(line: str) -> str:
+    return CHUNK.replace(
+        "    inputs:\n",
+        CONSTRAINTS.replace(
+            '{check: "B == 1", when: cu_seqlens, message: "packed sequences need B == 1"}', line
+        )
+        + "    inputs:\n",
+        1,
+    )
+
+
+def test_constraints_are_checked_by_the_public_function():
+    module = generate(
+        _with_constraint(
+            '{check: "B == 1", when: cu_seqlens, message: "packed sequences need B == 1"}'
+        ),
+        "ops.yaml",
+        "ops.yaml",
+    )["demo/chunk.py"]
+    assert "    if cu_seqlens is not None and not (B == 1):\n" in module
+    assert 'raise ValueError(f"chunk: packed sequences need B == 1; got B={B}")' in module
+
+
+@pytest.mark.parametrize(
+    "line, expected",
+    [
+        (
+            '{check: "B = 1"}',
+            "ops.yaml:21:17: error: [chunk] cannot parse check 'B = 1'",
+        ),
+        (
+            '{check: "B + 1"}',
+            "ops.yaml:21:17: error: [chunk] a check must compare two dim expressions with one of "
+            "== != < <= > >=, got 'B + 1'",
+        ),
+        (
+            '{check: "W == 1"}',
+            "ops.yaml:21:9: error: [chunk] constraint 'W == 1' reads 'W', which no input binds",
+        ),
+        (
+            '{check: "B == 1", when: q}',
+            [
+                "ops.yaml:21:9: error: [chunk] constraint 'when' must name an optional tensor input, "
+                "got 'q'",
+                "ops.yaml:35:11: error: [chunk] sample breaks constraint 'B == 1'",
+            ],
+        ),
+        (
+            '{check: "T < 7", when: cu_seqlens}',
+            "ops.yaml:36:11: error: [chunk] sample breaks constraint 'T < 7'",
+        ),
+    ],
+)
+def test_constraint_diagnostics(line, expected):
+    with pytest.raises(SpecError) as info:
+        parse(_with_constraint(line), "ops.yaml")
+    expected = expected if isinstance(expected, list) else [expected]
+    assert [str(d) for d in info.value.diagnostics] == expected

@@ -331,6 +331,10 @@ def chunk_gla(
             raise ValueError(
                 f"chunk_gla: expected initial_state.shape[3] == V ({V}), got shape {tuple(initial_state.shape)}"
             )
+    if cu_seqlens is not None and not (B == 1):
+        raise ValueError(f"chunk_gla: packed sequences (cu_seqlens) need B == 1; got B={B}")
+    if not (K <= 256):
+        raise ValueError(f"chunk_gla: the kernels support K up to 256; got K={K}")
     output, final_state = _ChunkGlaFunction.apply(
         q, k, v, g, scale, initial_state, cu_seqlens, output_final_state
     )
