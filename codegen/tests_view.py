@@ -51,7 +51,6 @@ class TestsView:
     varlen: bool
     varlen_lines: tuple[str, ...]
     varlen_samples: tuple[str, ...]
-    helpers: tuple[str, ...]
 
     @property
     def flag_literal(self) -> str:
@@ -406,7 +405,6 @@ class _Builder:
             varlen=t.varlen is not None,
             varlen_lines=tuple(vlines),
             varlen_samples=tuple(vsamples),
-            helpers=tuple(self.helpers()),
         )
 
     def invalid_cases(self) -> list[str]:
@@ -463,16 +461,6 @@ class _Builder:
             and any(x.is_floating for x in (d.dtypes or op.primary.dtypes))
         ]
         return _tuple(names) if names else "()"
-
-    def helpers(self) -> list[str]:
-        used = {"as_tuple", "assert_close", "float32_copies"}
-        if self.op.backward is not None or self.op.integration is Integration.EAGER:
-            used.add("randn")
-        if self.op.backward is not None and self.op.integration is not Integration.EAGER:
-            used |= {"can_permute", "dense_permuted"}
-        if self.op.integration is Integration.TRITON_OP:
-            used.add("DEVICE")
-        return sorted(used, key=lambda n: (0 if n.isupper() else 2, n))
 
 
 def tests_view(spec: Spec, op: Op, view: OpView) -> TestsView:
