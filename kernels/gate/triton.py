@@ -2,6 +2,8 @@ import torch
 import triton
 import triton.language as tl
 
+from .._triton import wrap_triton
+
 _KINDS = {"softplus": 0, "lower_bound": 1}
 _TILE = 4096
 _MAX_BLOCK_HK = 256
@@ -38,6 +40,9 @@ def _gate_tile(x, a, lower_bound, KIND: tl.constexpr):
         dx = -a * tl.where(big, 1.0, sig)
         da = out
     else:
+        # Inductor passes Python floats to user kernels as fp64 scalars; keep the math in fp32
+        # (loop-carried accumulators must not change type, and fp64 is slow on GPUs).
+        lower_bound = tl.cast(lower_bound, tl.float32)
         z = a * x
         e = tl.exp(-tl.abs(z))
         s = tl.where(z >= 0.0, 1.0 / (1.0 + e), e / (1.0 + e))
@@ -189,7 +194,7 @@ def gate_fwd(g, A_log, dt_bias, kind: str, lower_bound: float) -> torch.Tensor:
     dt_b = None if dt_bias is None else dt_bias.contiguous()
     block_n, block_hk = _blocks(HK)
     grid = (triton.cdiv(N, block_n), triton.cdiv(HK, block_hk))
-    torch.library.wrap_triton(_gate_fwd_kernel)[grid](
+    wrap_triton(_gate_fwd_kernel)[grid](
         g3,
         a_log,
         dt_b,
@@ -237,7 +242,7 @@ def gate_bwd(
     dt_b = None if dt_bias is None else dt_bias.contiguous()
     da_part = None if A_log is None else g.new_empty((splits, HK), dtype=torch.float32)
     db_part = None if dt_bias is None else g.new_empty((splits, HK), dtype=torch.float32)
-    torch.library.wrap_triton(_gate_bwd_kernel)[(splits, hk_blocks)](
+    wrap_triton(_gate_bwd_kernel)[(splits, hk_blocks)](
         g3,
         a_log,
         dt_b,

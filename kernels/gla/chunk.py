@@ -2,6 +2,8 @@ import torch
 import triton
 import triton.language as tl
 
+from .._triton import wrap_triton
+
 _BT = 64
 _MAX_K = 256
 
@@ -493,7 +495,7 @@ def chunk_gla_fwd(
     BK, BV, nw, ns = _config(K, V, q.dtype, False)
     NV = triton.cdiv(V, BV)
     grid = (N * H, NV)
-    torch.library.wrap_triton(_gla_fwd_kernel)[grid](
+    wrap_triton(_gla_fwd_kernel)[grid](
         q,
         k,
         v,
@@ -560,7 +562,7 @@ def chunk_gla_bwd(q, k, v, g, scale: float | None, initial_state, cu_seqlens, do
     use_cu = cu_seqlens is not None
     mode = _mode(q.dtype)
 
-    torch.library.wrap_triton(_gla_bwd_dkv_kernel)[(N * H, NV)](
+    wrap_triton(_gla_bwd_dkv_kernel)[(N * H, NV)](
         q,
         k,
         v,
@@ -592,7 +594,7 @@ def chunk_gla_bwd(q, k, v, g, scale: float | None, initial_state, cu_seqlens, do
         num_warps=nw,
         num_stages=ns,
     )
-    torch.library.wrap_triton(_gla_bwd_dq_kernel)[(N * H, NV)](
+    wrap_triton(_gla_bwd_dq_kernel)[(N * H, NV)](
         q,
         k,
         v,
@@ -626,7 +628,7 @@ def chunk_gla_bwd(q, k, v, g, scale: float | None, initial_state, cu_seqlens, do
         num_warps=nw,
         num_stages=ns,
     )
-    torch.library.wrap_triton(_gla_bwd_dg_kernel)[(N * H,)](
+    wrap_triton(_gla_bwd_dg_kernel)[(N * H,)](
         dq_part,
         dk_part,
         dg_part,

@@ -7,6 +7,8 @@ import triton
 import triton.language as tl
 from torch import Tensor
 
+from .._triton import wrap_triton
+
 
 @triton.jit
 def _l2norm_fwd_kernel(X, Y, RSTD, n_rows, D, eps, BLOCK_D: tl.constexpr, ROWS: tl.constexpr):
@@ -53,9 +55,7 @@ def l2norm_fwd(x: Tensor, eps: float) -> tuple[Tensor, Tensor]:
         return y, rstd
     block_d, rows = _launch_config(D)
     grid = (triton.cdiv(n_rows, rows),)
-    torch.library.wrap_triton(_l2norm_fwd_kernel)[grid](
-        x2, y, rstd, n_rows, D, eps, BLOCK_D=block_d, ROWS=rows
-    )
+    wrap_triton(_l2norm_fwd_kernel)[grid](x2, y, rstd, n_rows, D, eps, BLOCK_D=block_d, ROWS=rows)
     return y, rstd
 
 
@@ -71,7 +71,5 @@ def l2norm_bwd(grad_y: Tensor, x: Tensor, rstd: Tensor) -> Tensor:
         return dx
     block_d, rows = _launch_config(D)
     grid = (triton.cdiv(n_rows, rows),)
-    torch.library.wrap_triton(_l2norm_bwd_kernel)[grid](
-        x2, rstd2, dy2, dx, n_rows, D, BLOCK_D=block_d, ROWS=rows
-    )
+    wrap_triton(_l2norm_bwd_kernel)[grid](x2, rstd2, dy2, dx, n_rows, D, BLOCK_D=block_d, ROWS=rows)
     return dx

@@ -3,6 +3,8 @@ import triton
 import triton.language as tl
 from torch import Tensor
 
+from .._triton import wrap_triton
+
 
 @triton.jit
 def _recurrent_gla_step_kernel(
@@ -75,7 +77,7 @@ def recurrent_gla_step(state, q, k, v, g, scale: float) -> Tensor:
     # Keep the fp32 state tile at <= 4096 elements per program (register budget on GPU).
     BV = max(16, min(triton.next_power_of_2(V), 4096 // BK))
     grid = (B * H, triton.cdiv(V, BV))
-    torch.library.wrap_triton(_recurrent_gla_step_kernel)[grid](
+    wrap_triton(_recurrent_gla_step_kernel)[grid](
         state,
         q,
         k,

@@ -3,6 +3,8 @@ import triton
 import triton.language as tl
 from torch import Tensor
 
+from .._triton import wrap_triton
+
 
 @triton.jit
 def _block_row_count_kernel(
@@ -81,9 +83,7 @@ def block_mask_worklist(mask) -> Tensor:
     BLOCK_KB = min(1024, max(16, triton.next_power_of_2(KB)))
     strides = m.stride()
     counts = torch.empty((rows,), dtype=torch.int32, device=mask.device)
-    torch.library.wrap_triton(_block_row_count_kernel)[(rows,)](
-        m, counts, H, QB, KB, *strides, BLOCK_KB=BLOCK_KB
-    )
+    wrap_triton(_block_row_count_kernel)[(rows,)](m, counts, H, QB, KB, *strides, BLOCK_KB=BLOCK_KB)
     ends = torch.cumsum(counts, dim=0, dtype=torch.int64)
     # The one host sync: nnz sizes the output (the op is registered as opaque).
     nnz = int(ends[-1].item())
@@ -91,7 +91,7 @@ def block_mask_worklist(mask) -> Tensor:
     if nnz == 0:
         return out
     starts = ends - counts
-    torch.library.wrap_triton(_block_row_write_kernel)[(rows,)](
+    wrap_triton(_block_row_write_kernel)[(rows,)](
         m, starts, out, H, QB, KB, *strides, BLOCK_KB=BLOCK_KB
     )
     return out
