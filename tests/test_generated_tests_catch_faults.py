@@ -8,6 +8,7 @@ permuted input as if it were compact.
 
 from __future__ import annotations
 
+import importlib
 import os
 import re
 import subprocess
@@ -41,6 +42,7 @@ ops:
 """
 
 LAUNCHERS = """\
+import importlib
 import os
 
 import torch
@@ -277,3 +279,38 @@ def test_generated_code_is_lint_clean_in_a_foreign_project(mutation_project):
             text=True,
         )
         assert result.returncode == 0, result.stdout + result.stderr
+
+
+@pytest.fixture
+def testing_helpers(monkeypatch):
+    """The generated ``_testing`` module, with torch's own opcheck switched off."""
+    import torch
+
+    helpers = importlib.import_module("attnops._testing")
+    monkeypatch.setattr(torch.library, "opcheck", lambda *args, **kwargs: None)
+    return helpers
+
+
+@pytest.mark.parametrize("fault", ["none", "strides", "size"])
+def test_stride_comparison_does_not_rely_on_torchs_opcheck(testing_helpers, fault):
+    """torch 2.11's opcheck compares no strides; the generated helper must catch them itself."""
+    import torch
+
+    namespace = f"stridecheck_{fault}"
+    lib = torch.library.Library(namespace, "DEF")
+    lib.define("twice(Tensor x) -> Tensor")
+
+    def impl(x):
+        y = torch.empty_like(x) if fault == "strides" else x.new_empty(x.shape)
+        y.copy_(x * 2)
+        return y[:-1] if fault == "size" else y
+
+    lib.impl("twice", impl, "CPU")
+    torch.library.register_fake(f"{namespace}::twice", lambda x: x.new_empty(x.shape), lib=lib)
+    op = getattr(torch.ops, namespace).twice.default
+    x = torch.randn(3, 5).t().contiguous().t()
+    if fault == "none":
+        testing_helpers.opcheck(op, (x,))
+    else:
+        with pytest.raises(AssertionError, match="output 0: fake"):
+            testing_helpers.opcheck(op, (x,))

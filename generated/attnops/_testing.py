@@ -9,6 +9,8 @@ from collections.abc import Callable
 import pytest
 import torch
 from torch import Tensor
+from torch._subclasses.fake_tensor import FakeTensorMode
+from torch.fx.experimental.symbolic_shapes import ShapeEnv
 
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
 
@@ -79,6 +81,33 @@ def assert_close(actual: Tensor, expected: Tensor, atol: float, rtol: float, wha
 
 def clone_inputs(inputs: dict) -> dict:
     return {k: v.clone() if isinstance(v, Tensor) else v for k, v in inputs.items()}
+
+
+def opcheck(op, args: tuple) -> None:
+    """``torch.library.opcheck``, plus a comparison of fake and real output strides.
+
+    opcheck's ``test_faketensor`` compares strides in torch 2.13; torch 2.11 checks
+    only sizes and dtypes there, so a kernel whose output layout differs from its (contiguous)
+    fake would pass. The comparison below gives every supported torch the same check. Sizes that
+    are data-dependent in the fake, and strides of dims of size 0 or 1, are not compared.
+    """
+    torch.library.opcheck(op, args)
+    real = as_tuple(op(*(a.clone() if isinstance(a, Tensor) else a for a in args)))
+    with FakeTensorMode(shape_env=ShapeEnv()) as mode:
+        fake_args = tuple(
+            mode.from_tensor(a, static_shapes=True) if isinstance(a, Tensor) else a for a in args
+        )
+        fake = as_tuple(op(*fake_args))
+    assert len(real) == len(fake), f"{op}: {len(real)} real outputs, {len(fake)} fake"
+    for i, (r, f) in enumerate(zip(real, fake, strict=True)):
+        dims = range(r.ndim)
+        where = f"{op} output {i}: fake {tuple(f.shape)}/{f.stride()}, real {tuple(r.shape)}/{r.stride()}"
+        assert r.ndim == f.ndim and r.dtype == f.dtype, where
+        assert all(not isinstance(f.shape[d], int) or f.shape[d] == r.shape[d] for d in dims), where
+        significant = [d for d in dims if r.shape[d] > 1]
+        assert all(
+            not isinstance(f.stride(d), int) or f.stride(d) == r.stride(d) for d in significant
+        ), where
 
 
 def broken(value, how: str):
