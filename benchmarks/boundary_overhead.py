@@ -31,8 +31,8 @@ import torch  # noqa: E402
 from boundary_launchers import trivial_bwd, trivial_fwd  # noqa: E402
 from torch import Tensor  # noqa: E402
 
+from codegen.emit.writer import write  # noqa: E402
 from codegen.pipeline import generate  # noqa: E402
-from codegen.writer import write  # noqa: E402
 
 SPEC_PATH = BENCH_DIR / "boundary.yaml"
 BASELINE = "define/impl + Function"

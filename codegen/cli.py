@@ -6,9 +6,9 @@ import argparse
 import sys
 from pathlib import Path
 
-from .errors import SpecError
+from .emit.writer import write
 from .pipeline import generate
-from .writer import write
+from .spec.errors import SpecError
 
 EXIT_OK, EXIT_DRIFT, EXIT_SPEC = 0, 1, 2
 

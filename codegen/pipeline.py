@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from .errors import Errors
-from .load import load_spec
-from .model import Spec, build
-from .render import render
-from .validate import validate
+from .emit.render import render
+from .resolve.validate import validate
+from .spec.errors import Errors
+from .spec.load import load_spec
+from .spec.model import Spec, build
 
 
 def parse(text: str, path: str, check_imports: bool = True) -> Spec:

@@ -42,7 +42,7 @@ ops:
     forward:
       schema: "(Tensor q, Tensor k, Tensor v, Tensor g, float? scale=None, Tensor? initial_state=None, Tensor? cu_seqlens=None) -> Tensor output"
       launchers:
-        cpu: attnops_kernels.gla.chunk:chunk_gla_fwd
+        cpu: attnops_kernels.chunk_gla.triton:chunk_gla_fwd
       arity_pair:
         flag: output_final_state
         after: initial_state
@@ -50,7 +50,7 @@ ops:
     backward:
       schema: "(Tensor q, Tensor k, Tensor v, Tensor g, float? scale, Tensor? initial_state, Tensor? cu_seqlens, Tensor grad_output, Tensor? grad_final_state) -> (Tensor grad_q, Tensor grad_k, Tensor grad_v, Tensor grad_g, Tensor grad_initial_state)"
       launchers:
-        cpu: attnops_kernels.gla.chunk:chunk_gla_bwd
+        cpu: attnops_kernels.chunk_gla.triton:chunk_gla_bwd
     dims:
       N: "B if cu_seqlens is None else cu_seqlens.shape[0] - 1"
     inputs:
@@ -63,7 +63,7 @@ ops:
     outputs:
       output: {shape: [B, T, H, V], dtype: q}
       final_state: {shape: [N, H, K, V], dtype: float32}
-    reference: attnops_kernels.gla.reference:chunk_gla_ref
+    reference: attnops_kernels.chunk_gla.reference:chunk_gla_ref
     tests:
       samples:
         - {B: 2, T: 5, H: 1, K: 16, V: 16}
@@ -102,7 +102,7 @@ ops:
     forward:
       schema: "(Tensor(a!) state, Tensor q) -> Tensor output"
       launchers:
-        cpu: attnops_kernels.recurrent.triton:recurrent_gla_step
+        cpu: attnops_kernels.recurrent_gla_step.triton:recurrent_gla_step
     dims:
       nnz: {dynamic: true}
     inputs:
@@ -110,7 +110,7 @@ ops:
       q: {shape: [B, K], dtypes: [float32]}
     outputs:
       output: {shape: [B, nnz], dtype: q}
-    reference: attnops_kernels.recurrent.reference:recurrent_gla_step_ref
+    reference: attnops_kernels.recurrent_gla_step.reference:recurrent_gla_step_ref
     tests:
       samples:
         - {B: 2, K: 4}

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from codegen.layout import bracket
-from codegen.model import DType, Integration
-from codegen.names import check_name
-from codegen.shapes import ShapeError, parse_dim_expr, parse_entry, parse_shape
-from codegen.writer import write
+from codegen.emit.layout import bracket
+from codegen.emit.writer import write
+from codegen.spec.model import DType, Integration
+from codegen.spec.names import check_name
+from codegen.spec.shapes import ShapeError, parse_dim_expr, parse_entry, parse_shape
 
 
 def test_bracket_keeps_a_short_call_on_one_line():

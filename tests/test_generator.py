@@ -15,7 +15,7 @@ from specs import replace
 
 from codegen.cli import main
 from codegen.pipeline import generate, parse
-from codegen.schema import SchemaError, parse_schema
+from codegen.spec.schema import SchemaError, parse_schema
 
 ROOT = Path(__file__).resolve().parent.parent
 SPEC = ROOT / "ops.yaml"

@@ -6,8 +6,8 @@ import pytest
 import yaml
 from specs import BASE, replace
 
-from codegen.errors import SpecError
 from codegen.pipeline import parse
+from codegen.spec.errors import SpecError
 
 SCHEMA = '"(Tensor x, float eps=1e-6) -> (Tensor y, Tensor rstd)"'
 BWD = '"(Tensor grad_y, Tensor x, Tensor rstd) -> Tensor grad_x"'

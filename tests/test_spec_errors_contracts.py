@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from specs import CHUNK, GATE, replace
 
-from codegen.errors import SpecError
 from codegen.pipeline import generate, parse
+from codegen.spec.errors import SpecError
 
 CASES = [
     (

@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from codegen.errors import SpecError
+from codegen.emit.render import render
 from codegen.pipeline import generate, parse
-from codegen.render import render
+from codegen.spec.errors import SpecError
 
 SPEC = Path(__file__).resolve().parent.parent / "ops.yaml"
 # One of each kind: null, a (negative) number, a string, a list, a mapping.

@@ -14,7 +14,7 @@ torch.library.define("attnops::block_mask_worklist_fwd", "(Tensor mask) -> Tenso
 
 
 def _block_mask_worklist_fwd_impl(mask: Tensor) -> Tensor:
-    return _launcher("attnops_kernels.sparse.triton:block_mask_worklist")(mask)
+    return _launcher("attnops_kernels.block_mask_worklist.triton:block_mask_worklist")(mask)
 
 
 # Explicit registration calls (not decorators) keep each launcher callable on its own.

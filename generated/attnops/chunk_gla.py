@@ -33,7 +33,7 @@ def _chunk_gla_fwd_impl(
     initial_state: Tensor | None = None,
     cu_seqlens: Tensor | None = None,
 ) -> Tensor:
-    output, _ = _launcher("attnops_kernels.gla.chunk:chunk_gla_fwd")(
+    output, _ = _launcher("attnops_kernels.chunk_gla.triton:chunk_gla_fwd")(
         q, k, v, g, scale, initial_state, cu_seqlens, False
     )
     return output
@@ -48,7 +48,7 @@ def _chunk_gla_fwd_with_state_impl(
     initial_state: Tensor | None = None,
     cu_seqlens: Tensor | None = None,
 ) -> tuple[Tensor, Tensor]:
-    output, final_state = _launcher("attnops_kernels.gla.chunk:chunk_gla_fwd")(
+    output, final_state = _launcher("attnops_kernels.chunk_gla.triton:chunk_gla_fwd")(
         q, k, v, g, scale, initial_state, cu_seqlens, True
     )
     return output, final_state
@@ -65,7 +65,7 @@ def _chunk_gla_bwd_impl(
     grad_output: Tensor,
     grad_final_state: Tensor | None,
 ) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor]:
-    return _launcher("attnops_kernels.gla.chunk:chunk_gla_bwd")(
+    return _launcher("attnops_kernels.chunk_gla.triton:chunk_gla_bwd")(
         q, k, v, g, scale, initial_state, cu_seqlens, grad_output, grad_final_state
     )
 

@@ -19,7 +19,7 @@ torch.library.define(
 def _recurrent_gla_step_fwd_impl(
     state: Tensor, q: Tensor, k: Tensor, v: Tensor, g: Tensor, scale: float
 ) -> Tensor:
-    return _launcher("attnops_kernels.recurrent.triton:recurrent_gla_step")(
+    return _launcher("attnops_kernels.recurrent_gla_step.triton:recurrent_gla_step")(
         state, q, k, v, g, scale
     )
 

@@ -12,7 +12,9 @@ import torch
 # Imported by name so that the import block is the same in any project's lint configuration.
 _t = importlib.import_module("attnops._testing")
 block_mask_worklist = importlib.import_module("attnops").block_mask_worklist
-block_mask_worklist_ref = _t.load("attnops_kernels.sparse.reference:block_mask_worklist_ref")
+block_mask_worklist_ref = _t.load(
+    "attnops_kernels.block_mask_worklist.reference:block_mask_worklist_ref"
+)
 
 _fwd = torch.ops.attnops.block_mask_worklist_fwd.default
 

@@ -12,7 +12,7 @@ import torch
 # Imported by name so that the import block is the same in any project's lint configuration.
 _t = importlib.import_module("attnops._testing")
 chunk_gla = importlib.import_module("attnops").chunk_gla
-chunk_gla_ref = _t.load("attnops_kernels.gla.reference:chunk_gla_ref")
+chunk_gla_ref = _t.load("attnops_kernels.chunk_gla.reference:chunk_gla_ref")
 
 _fwd = torch.ops.attnops.chunk_gla_fwd.default
 _fwd_pair = torch.ops.attnops.chunk_gla_fwd_with_state.default

@@ -12,7 +12,9 @@ import torch
 # Imported by name so that the import block is the same in any project's lint configuration.
 _t = importlib.import_module("attnops._testing")
 recurrent_gla_step = importlib.import_module("attnops").recurrent_gla_step
-recurrent_gla_step_ref = _t.load("attnops_kernels.recurrent.reference:recurrent_gla_step_ref")
+recurrent_gla_step_ref = _t.load(
+    "attnops_kernels.recurrent_gla_step.reference:recurrent_gla_step_ref"
+)
 
 _fwd = torch.ops.attnops.recurrent_gla_step_fwd.default
 

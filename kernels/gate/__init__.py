@@ -1,4 +1,1 @@
-from .reference import gate_ref
-from .triton import gate_bwd, gate_fwd
-
-__all__ = ["gate_bwd", "gate_fwd", "gate_ref"]
+"""The ``gate`` operator: Triton launchers (``triton.py``) and the float32 reference (``reference.py``)."""

@@ -1,0 +1,1 @@
+"""The ``l2norm`` operator: Triton launchers (``triton.py``) and the float32 reference (``reference.py``)."""

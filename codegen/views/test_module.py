@@ -6,11 +6,12 @@ import itertools
 import json
 from dataclasses import dataclass
 
-from .dims import plan
-from .layout import INDENT, bracket
-from .model import Integration, Op, Sample, Spec
-from .shapes import ELLIPSIS
-from .views import OpView
+from ..emit.layout import INDENT, bracket
+from ..resolve.dims import plan
+from ..resolve.samples import sample_dims
+from ..spec.model import Integration, Op, Sample, Spec
+from ..spec.shapes import ELLIPSIS
+from .op_module import OpView
 
 IN1, IN2 = INDENT, INDENT * 2
 
@@ -82,19 +83,6 @@ def sample_id(sample: Sample, dims: set[str]) -> str:
         elif isinstance(v, tuple):
             parts.append(k)
     return "-".join(parts)
-
-
-def literal_inputs(op: Op) -> set[str]:
-    """Inputs whose values some sample spells out (e.g. sequence offsets)."""
-    return {
-        d.name for d in op.inputs if any(isinstance(s.get(d.name), tuple) for s in op.tests.samples)
-    }
-
-
-def sample_dims(op: Op) -> set[str]:
-    """Dims each sample must size: those bound by inputs the tests generate."""
-    literal = literal_inputs(op)
-    return {name for name, b in plan(op).bound.items() if not b.derived and b.tensor not in literal}
 
 
 def permutable(sizes: list[int]) -> bool:

@@ -6,12 +6,12 @@ import ast
 import importlib.util
 from functools import cache
 
+from ..spec.errors import Errors, did_you_mean, one_of
+from ..spec.model import DType, Op, Spec
+from ..spec.names import check_name
+from ..spec.schema import _literal
 from .dims import bind_from, plan
-from .errors import Errors, did_you_mean, one_of
-from .model import DType, Op, Spec
-from .names import check_name
-from .schema import _literal
-from .tests_view import literal_inputs, sample_dims
+from .samples import literal_inputs, sample_dims
 
 
 def validate(spec: Spec, errors: Errors, check_imports: bool = True) -> None:

@@ -12,12 +12,12 @@ import re
 import textwrap
 from dataclasses import dataclass
 
-from .dims import DimPlan, TensorPlan, bind_from, plan
-from .layout import INDENT, bracket
-from .model import DType, Integration, Launcher, Op, OutputDecl, Shape, Spec, Stage
-from .names import camel
-from .schema import Schema
-from .shapes import ELLIPSIS
+from ..emit.layout import INDENT, bracket
+from ..resolve.dims import DimPlan, TensorPlan, bind_from, plan
+from ..spec.model import DType, Integration, Launcher, Op, OutputDecl, Shape, Spec, Stage
+from ..spec.names import camel
+from ..spec.schema import Schema
+from ..spec.shapes import ELLIPSIS
 
 IN1, IN2, IN3 = INDENT, INDENT * 2, INDENT * 3
 

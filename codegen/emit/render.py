@@ -6,9 +6,10 @@ from pathlib import Path
 
 import jinja2
 
-from .model import Spec
-from .tests_view import tests_view
-from .views import package_view
+from ..spec.model import Spec
+from ..views.op_module import package_view
+from ..views.test_module import tests_view
+from .format import format_sources
 
 # Kept out of the literal so that tools skipping generated files do not skip the generator.
 MARKER = "@" + "generated"
@@ -21,10 +22,12 @@ def header(spec_name: str) -> str:
 
 
 def template_dir() -> Path:
-    packaged = Path(__file__).with_name("templates")  # installed wheels carry them here
+    packaged = (
+        Path(__file__).resolve().parent.parent / "templates"
+    )  # installed wheels carry them here
     if packaged.is_dir():
         return packaged
-    return Path(__file__).resolve().parent.parent / "templates"  # a source checkout
+    return Path(__file__).resolve().parent.parent.parent / "templates"  # a source checkout
 
 
 def environment() -> jinja2.Environment:
@@ -59,4 +62,4 @@ def render(spec: Spec, spec_name: str) -> dict[str, str]:
         files[f"tests/test_{op.name}.py"] = env.get_template("test_op.py.jinja").render(
             header=head, t=tv
         )
-    return dict(sorted(files.items()))
+    return format_sources(dict(sorted(files.items())))

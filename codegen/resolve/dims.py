@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .model import Op
-from .shapes import Expr, Shape
+from ..spec.model import Op
+from ..spec.shapes import Expr, Shape
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,0 +1,1 @@
+"""Rendering the views through the templates, formatting, and writing only what changed."""

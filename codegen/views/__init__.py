@@ -1,0 +1,1 @@
+"""Records that the templates print: one module per kind of generated file."""
