@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from importlib import resources
 from pathlib import Path
 
 import jinja2
@@ -19,6 +20,19 @@ def header(spec_name: str) -> str:
     return (
         f"# {MARKER} by codegen from {spec_name} — do not edit; run: python -m codegen regenerate"
     )
+
+
+# Output path (relative to the output dir) -> module of codegen.runtime copied there.
+STATIC = {
+    "{package}/_runtime.py": "runtime",
+    "{package}/_testing.py": "testing",
+    "tests/conftest.py": "conftest",
+}
+
+
+def static_source(module: str) -> str:
+    """The source of ``codegen.runtime.<module>``, read as package data (no import)."""
+    return resources.files("codegen.runtime").joinpath(f"{module}.py").read_text(encoding="utf-8")
 
 
 def template_dir() -> Path:
@@ -49,9 +63,8 @@ def render(spec: Spec, spec_name: str) -> dict[str, str]:
     files: dict[str, str] = {}
     root = spec.package
     files[f"{root}/__init__.py"] = env.get_template("init.py.jinja").render(header=head, pkg=pkg)
-    files[f"{root}/_runtime.py"] = env.get_template("runtime.py.jinja").render(header=head)
-    files[f"{root}/_testing.py"] = env.get_template("testing.py.jinja").render(header=head)
-    files["tests/conftest.py"] = env.get_template("conftest.py.jinja").render(header=head, pkg=pkg)
+    for rel, module in STATIC.items():
+        files[rel.format(package=root)] = f"{head}\n{static_source(module)}"
     views = {v.name: v for v in pkg.ops}
     for op in spec.ops:
         op_view = views[op.name]

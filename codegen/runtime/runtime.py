@@ -1,4 +1,3 @@
-{{ header }}
 """Lazy launcher loading: importing the package loads no kernel backend (Triton, CuTeDSL)."""
 
 from __future__ import annotations

@@ -1,4 +1,3 @@
-{{ header }}
 """Helpers shared by the generated operator tests (not imported by the package itself)."""
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-{{ header }}
+"""Test configuration: Triton kernels run under its interpreter where there is no GPU."""
+
 import os
 
 import torch
