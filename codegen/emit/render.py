@@ -7,10 +7,12 @@ from pathlib import Path
 
 import jinja2
 
+from ..resolve.resolved import ResolvedOp
 from ..spec.model import Spec
-from ..views.op_module import package_view
+from ..views.op_module import op_view, package_view
 from ..views.test_module import tests_view
 from .format import format_sources
+from .literals import docstring, py
 
 # Kept out of the literal so that tools skipping generated files do not skip the generator.
 MARKER = "@" + "generated"
@@ -45,7 +47,8 @@ def template_dir() -> Path:
 
 
 def environment() -> jinja2.Environment:
-    return jinja2.Environment(
+    """The one template environment: strict, and the only place filters are registered."""
+    env = jinja2.Environment(
         loader=jinja2.FileSystemLoader(str(template_dir())),
         undefined=jinja2.StrictUndefined,
         trim_blocks=True,
@@ -53,26 +56,27 @@ def environment() -> jinja2.Environment:
         keep_trailing_newline=True,
         autoescape=False,
     )
+    env.filters["py"] = py
+    env.filters["docstring"] = docstring
+    return env
 
 
-def render(spec: Spec, spec_name: str) -> dict[str, str]:
+def render(spec: Spec, ops: tuple[ResolvedOp, ...], spec_name: str) -> dict[str, str]:
     """Map each output path (relative to the output dir) to its content."""
     env = environment()
     head = header(spec_name)
-    pkg = package_view(spec)
+    views = {r.name: op_view(r) for r in ops}
+    pkg = package_view(spec.namespace, spec.package, tuple(views.values()))
     files: dict[str, str] = {}
     root = spec.package
     files[f"{root}/__init__.py"] = env.get_template("init.py.jinja").render(header=head, pkg=pkg)
     for rel, module in STATIC.items():
         files[rel.format(package=root)] = f"{head}\n{static_source(module)}"
-    views = {v.name: v for v in pkg.ops}
-    for op in spec.ops:
-        op_view = views[op.name]
-        files[f"{root}/{op_view.module}.py"] = env.get_template("op.py.jinja").render(
-            header=head, op=op_view
-        )
-        tv = tests_view(spec, op, op_view)
-        files[f"tests/test_{op.name}.py"] = env.get_template("test_op.py.jinja").render(
-            header=head, t=tv
-        )
+    op_template = env.get_template("op.py.jinja")
+    test_template = env.get_template("test_op.py.jinja")
+    for r in ops:
+        view = views[r.name]
+        files[f"{root}/{view.module}.py"] = op_template.render(header=head, op=view)
+        tv = tests_view(spec, r.op, view)
+        files[f"tests/{r.names.test_module}.py"] = test_template.render(header=head, t=tv)
     return format_sources(dict(sorted(files.items())))

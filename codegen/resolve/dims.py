@@ -202,13 +202,13 @@ def _derived(op: Op, bound: dict[str, Binding], problems: list[tuple[str, str]])
         bound[d.name] = Binding(d.name, "", 0, False)
 
 
-def bind_from(op: Op, dim: str, available: set[str]) -> Binding | None:
+def bind_from(op: Op, dim_plan: DimPlan, dim: str, available: set[str]) -> Binding | None:
     """Where ``dim`` can be read among the required tensors in ``available``.
 
     The plan's own binding first; otherwise any available input that has the dim as a plain
     entry (the backward often takes ``k`` but not ``q``, which share their dims).
     """
-    b = plan(op).bound.get(dim)
+    b = dim_plan.bound.get(dim)
     if b is not None and (b.derived or b.tensor in available):
         return b
     for decl in op.inputs:

@@ -7,23 +7,21 @@ import importlib.util
 from functools import cache
 
 from ..spec.errors import Errors, did_you_mean, one_of
-from ..spec.model import DType, Op, Spec
+from ..spec.model import DType
 from ..spec.names import check_name
-from ..spec.schema import _literal
-from .dims import bind_from, plan
-from .samples import literal_inputs, sample_dims
+from .dims import bind_from
+from .resolved import GRAD_PREFIX, ResolvedOp, Role
 
 
-def validate(spec: Spec, errors: Errors, check_imports: bool = True) -> None:
-    seen: dict[str, Op] = {}
-    for op in spec.ops:
-        _Op(op, errors, check_imports).run()
-        seen[op.name] = op
+def validate(ops: tuple[ResolvedOp, ...], errors: Errors, check_imports: bool = True) -> None:
+    for r in ops:
+        _Op(r, errors, check_imports).run()
 
 
 class _Op:
-    def __init__(self, op: Op, errors: Errors, check_imports: bool) -> None:
-        self.op = op
+    def __init__(self, r: ResolvedOp, errors: Errors, check_imports: bool) -> None:
+        self.r = r
+        self.op = r.op
         self.errors = errors
         self.check_imports = check_imports
 
@@ -170,7 +168,7 @@ class _Op:
 
     def dims(self) -> None:
         op = self.op
-        p = plan(op)
+        p = self.r.plan
         arg_names = {a.name for a in op.forward.schema.arguments} | {o.name for o in op.outputs}
         derived = {d.name: d for d in op.dims}
         for name, binding in p.bound.items():
@@ -211,22 +209,21 @@ class _Op:
         bwd, loc = op.backward.schema, op.backward.schema_loc
         fwd = op.forward.schema
         public = {o.name for o in op.outputs if o.public}
-        outputs = {o.name for o in op.outputs}
         used = set()
-        for arg in bwd.arguments:
+        for arg, role in zip(bwd.arguments, self.r.backward_args, strict=True):
             if arg.is_write or arg.alias:
                 self.error(
                     loc, f"backward schema: argument '{arg.name}' must not be aliased or mutated"
                 )
-            if arg.name.startswith("grad_") and arg.name[5:] in outputs:
-                if arg.name[5:] not in public:
+            if role.role is Role.GRADIENT:
+                if role.source not in public:
                     self.error(
                         loc,
-                        f"backward schema: '{arg.name}' is the gradient of output '{arg.name[5:]}', which is not public",
+                        f"backward schema: '{arg.name}' is the gradient of output '{role.source}', which is not public",
                     )
                 elif not arg.is_tensor:
                     self.error(loc, f"backward schema: '{arg.name}' must be a Tensor")
-                elif arg.optional != (arg.name[5:] in self._pair_extras()):
+                elif arg.optional != (role.source in self.r.pair_extras):
                     kind = (
                         "Tensor? (None when the flag is false)"
                         if arg.optional is False
@@ -234,15 +231,15 @@ class _Op:
                     )
                     self.error(loc, f"backward schema: '{arg.name}' must be {kind}")
                 continue
-            fa = fwd.argument(arg.name)
-            if fa is not None:
+            if role.role is Role.ARGUMENT:
+                fa = fwd.argument(arg.name)
                 if fa.type != arg.type:
                     self.error(
                         loc,
                         f"backward schema: '{arg.name}' is {arg.type} here but {fa.type} in the forward schema",
                     )
                 continue
-            if arg.name in outputs:
+            if role.role is Role.SAVED:
                 used.add(arg.name)
                 if arg.type != "Tensor":
                     self.error(loc, f"backward schema: saved output '{arg.name}' must be a Tensor")
@@ -259,25 +256,27 @@ class _Op:
                     f"output '{out.name}' is neither public nor used by the backward schema",
                 )
         grads = set()
-        for i, ret in enumerate(bwd.returns):
+        for i, (ret, grad) in enumerate(zip(bwd.returns, self.r.gradients, strict=True)):
             name = ret.name
-            if name is None or not name.startswith("grad_"):
+            if name is None or not name.startswith(GRAD_PREFIX):
                 self.error(
                     loc,
                     f"backward schema: return {i} must be named 'grad_<input>' to say which input it differentiates",
                 )
                 continue
-            target = op.input(name[5:])
-            if target is None:
+            if grad.input is None:
                 self.error(
-                    loc, f"backward schema: return '{name}' names no tensor input '{name[5:]}'"
+                    loc,
+                    f"backward schema: return '{name}' names no tensor input '{name[len(GRAD_PREFIX) :]}'",
                 )
-            elif not target.differentiable:
+                continue
+            target = op.input(grad.input)
+            if not target.differentiable:
                 self.error(
                     loc,
                     f"backward schema: input '{target.name}' is marked 'differentiable: false' but has gradient '{name}'",
                 )
-            grads.add(name[5:])
+            grads.add(grad.input)
         self.backward_fake(grads)
         for decl in op.inputs:
             arg = fwd.argument(decl.name)
@@ -299,7 +298,7 @@ class _Op:
         loc = op.backward.schema_loc
         required = {a.name for a in bwd.arguments if a.is_tensor and not a.optional}
         present = {a.name for a in bwd.arguments}
-        p = plan(op)
+        p = self.r.plan
         derived = {d.name: d for d in op.dims}
         for name in sorted(grads):
             decl = op.input(name)
@@ -324,7 +323,7 @@ class _Op:
                 if dim in derived:
                     needed.extend(derived[dim].expr.names)
                     missing += [t for t in derived[dim].expr.tensors if t not in present]
-                elif dim in p.bound and bind_from(op, dim, required) is None:
+                elif dim in p.bound and bind_from(op, p, dim, required) is None:
                     missing.append(p.bound[dim].tensor)
             for tensor in dict.fromkeys(missing):
                 self.error(
@@ -347,13 +346,6 @@ class _Op:
                     loc,
                     f"backward schema: the fake of 'grad_{name}' takes the dtype of '{decl.same_dtype_as}'; add it to the backward arguments",
                 )
-
-    def _pair_extras(self) -> set[str]:
-        pair = self.op.arity_pair
-        if pair is None:
-            return set()
-        n = len(self.op.forward.schema.returns)
-        return {r.name for r in pair.schema.returns[n:] if r.name}
 
     def arity_pair(self) -> None:
         op, pair = self.op, self.op.arity_pair
@@ -383,7 +375,7 @@ class _Op:
             )
         if pair.after is not None and fwd.argument(pair.after) is None:
             self.error(pair.loc, f"arity_pair 'after' names no forward argument: '{pair.after}'")
-        for extra in self._pair_extras():
+        for extra in self.r.pair_extras:
             out = op.output(extra)
             if out is not None and not out.public:
                 self.error(out.loc, f"output '{extra}' of the arity pair must be public")
@@ -406,7 +398,9 @@ class _Op:
                 )
                 if not ok:
                     self.error(v.loc, f"variant value {value!r} is not a {arg.type}")
-            if arg.default is not None and arg.default not in [_literal(x) for x in v.values]:
+            if arg.has_default and not any(
+                type(arg.default_value) is type(x) and arg.default_value == x for x in v.values
+            ):
                 self.error(
                     v.loc,
                     f"the schema default of '{v.arg}' ({arg.default}) is not one of its variant values",
@@ -414,7 +408,7 @@ class _Op:
 
     def constraints(self) -> None:
         op = self.op
-        p = plan(op)
+        p = self.r.plan
         fwd = op.forward.schema
         for c in op.constraints:
             for n in c.check.names:
@@ -429,7 +423,7 @@ class _Op:
                         c.loc,
                         f"constraint 'when' must name an optional tensor input, got '{c.when}'",
                     )
-            literal = literal_inputs(op)
+            literal = self.r.literal_inputs
             for s in op.tests.samples:
                 # A literal input is given only by the samples that spell it out; other optional
                 # inputs are given in some test configuration of every sample.
@@ -452,14 +446,14 @@ class _Op:
 
     def tests(self) -> None:
         op, t = self.op, self.op.tests
-        p = plan(op)
+        p = self.r.plan
         fwd = op.forward.schema
         needs_batch = p.batch_source is not None
         scalars = {a.name: a for a in fwd.arguments if a.is_scalar}
         literal_ok = {d.name for d in op.inputs}
         for s in t.samples:
             env = s.env()
-            for name in sorted(sample_dims(op), key=list(p.bound).index):
+            for name in self.r.sample_dims:
                 if name not in env:
                     self.error(s.loc, f"sample does not give a size for dim '{name}'")
             for name, a in scalars.items():

@@ -36,3 +36,78 @@ def register_triton_op(qualname: str, fn: Callable, mutates_args: tuple[str, ...
         torch.library.triton_op(qualname, fn, mutates_args=mutates_args)
     finally:
         module.get_inner_triton_kernels = scan
+
+
+# Note [validation errors]: the generated public functions test each argument with one
+# condition and call these only once it fails, so the wording below costs nothing on the path
+# that succeeds. Every message starts with "<op>: <argument> " so callers (and the generated
+# tests) can tell which argument was refused.
+
+
+def _dtype_name(dtype: torch.dtype) -> str:
+    return str(dtype).removeprefix("torch.")
+
+
+def _alternatives(names: list[str]) -> str:
+    return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " or " + names[-1]
+
+
+def tensor_error(
+    op: str,
+    name: str,
+    value: object,
+    shape: str,
+    expected: tuple | None,
+    *,
+    rank: int,
+    variadic: bool = False,
+    dtypes: tuple[torch.dtype, ...] = (),
+    dtype_of: tuple[str, torch.Tensor] | None = None,
+    devices: tuple[str, ...] = (),
+    device_of: tuple[str, torch.Tensor] | None = None,
+) -> Exception:
+    """The error for tensor argument ``name`` of ``op``, naming what is wrong with it.
+
+    ``shape`` is the declared symbolic shape (``[B, T, H, K]``) and ``expected`` its value in
+    this call, or None while the dims are still being read from this very argument.
+    """
+    if not isinstance(value, torch.Tensor):
+        return TypeError(f"{op}: {name} must be a Tensor, got {type(value).__name__}")
+    if dtype_of is not None:
+        other, ref = dtype_of
+        if value.dtype != ref.dtype:
+            return TypeError(
+                f"{op}: {name} must have the dtype of {other} ({_dtype_name(ref.dtype)}), "
+                f"got {_dtype_name(value.dtype)}"
+            )
+    elif value.dtype not in dtypes:
+        allowed = _alternatives([_dtype_name(d) for d in dtypes])
+        return TypeError(f"{op}: {name} must have dtype {allowed}, got {_dtype_name(value.dtype)}")
+    if device_of is not None:
+        other, ref = device_of
+        if value.device != ref.device:
+            return ValueError(
+                f"{op}: {name} must be on the device of {other} ({ref.device}), got {value.device}"
+            )
+    elif value.device.type not in devices:
+        return ValueError(
+            f"{op}: {name} must be on a {_alternatives(list(devices))} device, got {value.device}"
+        )
+    got = tuple(value.shape)
+    if value.ndim < rank or (value.ndim > rank and not variadic):
+        dims = f"{rank} or more dims" if variadic else f"{rank} dim{'s' if rank != 1 else ''}"
+        return ValueError(f"{op}: {name} must have shape {shape} ({dims}), got {got}")
+    if expected is not None and got != tuple(expected):
+        return ValueError(f"{op}: {name} must have shape {shape} = {tuple(expected)}, got {got}")
+    return AssertionError(f"{op}: {name} failed a check that names no cause (a generator bug)")
+
+
+def constraint_error(op: str, message: str, **dims: int) -> ValueError:
+    """A relation between dims does not hold; ``message`` is the spec's own wording."""
+    got = ", ".join(f"{k}={v}" for k, v in dims.items())
+    return ValueError(f"{op}: {message}; got {got}")
+
+
+def value_error(op: str, name: str, allowed: tuple, value: object) -> ValueError:
+    """A variant argument outside its listed values."""
+    return ValueError(f"{op}: {name} must be one of {', '.join(map(repr, allowed))}, got {value!r}")

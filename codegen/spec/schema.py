@@ -35,12 +35,17 @@ class Argument:
     type: str  # the schema type as written canonically, e.g. "Tensor?", "int[2]", "SymInt"
     annotation: str  # Python annotation for generated code
     default: str | None  # Python literal, or None when the argument has no default
+    default_value: object  # the default as a Python value (None also when there is none)
     is_tensor: bool  # Tensor or Tensor?
     optional: bool  # the type is T?
     is_tensor_list: bool
     alias: str | None  # alias set name, e.g. "a"
     is_write: bool  # (a!)
     kwarg_only: bool
+
+    @property
+    def has_default(self) -> bool:
+        return self.default is not None
 
     @property
     def is_scalar(self) -> bool:
@@ -203,6 +208,7 @@ def parse_schema(qualname: str, text: str) -> Schema:
                 type=type_text,
                 annotation=_annotation(type_text),
                 default=default_text,
+                default_value=default if arg.has_default_value() else None,
                 is_tensor=base == "Tensor" and "[" not in type_text,
                 optional=type_text.endswith("?"),
                 is_tensor_list=base == "Tensor" and "[" in type_text,

@@ -9,6 +9,7 @@ import torch
 from torch import Tensor
 
 from ._runtime import launcher as _launcher
+from ._runtime import tensor_error as _tensor_error
 
 torch.library.define("attnops::block_mask_worklist_fwd", "(Tensor mask) -> Tensor coords")
 
@@ -24,6 +25,7 @@ torch.library.impl("attnops::block_mask_worklist_fwd", "CPU", _block_mask_workli
 
 @torch.library.register_fake("attnops::block_mask_worklist_fwd")
 def _block_mask_worklist_fwd_fake(mask: Tensor) -> Tensor:
+    # Data-dependent sizes: an unbacked symbol per dim instead of reading the data.
     ctx = torch.library.get_ctx()
     nnz = ctx.new_dynamic_size()
     coords = mask.new_empty((nnz, 4), dtype=torch.int32)
@@ -52,15 +54,20 @@ def block_mask_worklist(mask: Tensor) -> BlockMaskWorklistOutput:
         BlockMaskWorklistOutput with
             coords: ``[nnz, 4]``, int32.
     """
-    if mask.dtype not in _BLOCK_MASK_WORKLIST_MASK_DTYPES:
-        raise TypeError(f"block_mask_worklist: expected mask to have dtype bool, got {mask.dtype}")
-    if mask.ndim != 4:
-        raise ValueError(
-            f"block_mask_worklist: expected mask of shape [B, H, QB, KB], got shape {tuple(mask.shape)}"
-        )
-    if not (mask.is_cuda or mask.is_cpu or mask.is_meta):
-        raise ValueError(
-            f"block_mask_worklist: mask is on {mask.device}; supported devices: cuda, cpu, meta"
+    if (
+        mask.ndim != 4
+        or mask.dtype not in _BLOCK_MASK_WORKLIST_MASK_DTYPES
+        or not (mask.is_cuda or mask.is_cpu or mask.is_meta)
+    ):
+        raise _tensor_error(
+            "block_mask_worklist",
+            "mask",
+            mask,
+            "[B, H, QB, KB]",
+            None,
+            rank=4,
+            dtypes=_BLOCK_MASK_WORKLIST_MASK_DTYPES,
+            devices=("cuda", "cpu", "meta"),
         )
     coords = _block_mask_worklist_fwd(mask)
     return BlockMaskWorklistOutput(coords)

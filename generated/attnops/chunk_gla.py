@@ -8,7 +8,9 @@ from typing import NamedTuple
 import torch
 from torch import Tensor
 
+from ._runtime import constraint_error as _constraint_error
 from ._runtime import launcher as _launcher
+from ._runtime import tensor_error as _tensor_error
 
 torch.library.define(
     "attnops::chunk_gla_fwd",
@@ -33,6 +35,8 @@ def _chunk_gla_fwd_impl(
     initial_state: Tensor | None = None,
     cu_seqlens: Tensor | None = None,
 ) -> Tensor:
+    # Note [arity pair]: one launcher serves both operators of the pair; it returns every output
+    # of the wider schema, with None for the extras when the flag is off.
     output, _ = _launcher("attnops_kernels.chunk_gla.triton:chunk_gla_fwd")(
         q, k, v, g, scale, initial_state, cu_seqlens, False
     )
@@ -48,6 +52,8 @@ def _chunk_gla_fwd_with_state_impl(
     initial_state: Tensor | None = None,
     cu_seqlens: Tensor | None = None,
 ) -> tuple[Tensor, Tensor]:
+    # Note [arity pair]: one launcher serves both operators of the pair; it returns every output
+    # of the wider schema, with None for the extras when the flag is off.
     output, final_state = _launcher("attnops_kernels.chunk_gla.triton:chunk_gla_fwd")(
         q, k, v, g, scale, initial_state, cu_seqlens, True
     )
@@ -237,104 +243,100 @@ def chunk_gla(
             output: ``[B, T, H, V]``, dtype of ``q``.
             final_state: ``[N, H, K, V]``, float32 (None unless ``output_final_state``).
     """
-    if q.dtype not in _CHUNK_GLA_Q_DTYPES:
-        raise TypeError(
-            f"chunk_gla: expected q to have dtype bfloat16, float16, float32, got {q.dtype}"
+    if (
+        q.ndim != 4
+        or q.dtype not in _CHUNK_GLA_Q_DTYPES
+        or not (q.is_cuda or q.is_cpu or q.is_meta)
+    ):
+        raise _tensor_error(
+            "chunk_gla",
+            "q",
+            q,
+            "[B, T, H, K]",
+            None,
+            rank=4,
+            dtypes=_CHUNK_GLA_Q_DTYPES,
+            devices=("cuda", "cpu", "meta"),
         )
-    if q.ndim != 4:
-        raise ValueError(f"chunk_gla: expected q of shape [B, T, H, K], got shape {tuple(q.shape)}")
-    if not (q.is_cuda or q.is_cpu or q.is_meta):
-        raise ValueError(f"chunk_gla: q is on {q.device}; supported devices: cuda, cpu, meta")
     B = q.shape[0]
     T = q.shape[1]
     H = q.shape[2]
     K = q.shape[3]
-    if k.dtype != q.dtype:
-        raise TypeError(f"chunk_gla: expected k to have the dtype of q ({q.dtype}), got {k.dtype}")
-    if k.ndim != 4:
-        raise ValueError(f"chunk_gla: expected k of shape [B, T, H, K], got shape {tuple(k.shape)}")
-    if k.device != q.device:
-        raise ValueError(f"chunk_gla: expected k on {q.device} like q, got {k.device}")
-    if k.shape[0] != B:
-        raise ValueError(f"chunk_gla: expected k.shape[0] == B ({B}), got shape {tuple(k.shape)}")
-    if k.shape[1] != T:
-        raise ValueError(f"chunk_gla: expected k.shape[1] == T ({T}), got shape {tuple(k.shape)}")
-    if k.shape[2] != H:
-        raise ValueError(f"chunk_gla: expected k.shape[2] == H ({H}), got shape {tuple(k.shape)}")
-    if k.shape[3] != K:
-        raise ValueError(f"chunk_gla: expected k.shape[3] == K ({K}), got shape {tuple(k.shape)}")
-    if v.dtype != q.dtype:
-        raise TypeError(f"chunk_gla: expected v to have the dtype of q ({q.dtype}), got {v.dtype}")
-    if v.ndim != 4:
-        raise ValueError(f"chunk_gla: expected v of shape [B, T, H, V], got shape {tuple(v.shape)}")
-    if v.device != q.device:
-        raise ValueError(f"chunk_gla: expected v on {q.device} like q, got {v.device}")
+    if k.shape != (B, T, H, K) or k.dtype != q.dtype or k.device != q.device:
+        raise _tensor_error(
+            "chunk_gla",
+            "k",
+            k,
+            "[B, T, H, K]",
+            (B, T, H, K),
+            rank=4,
+            dtype_of=("q", q),
+            device_of=("q", q),
+        )
+    if v.ndim != 4 or v.dtype != q.dtype or v.device != q.device:
+        raise _tensor_error(
+            "chunk_gla", "v", v, "[B, T, H, V]", None, rank=4, dtype_of=("q", q), device_of=("q", q)
+        )
     V = v.shape[3]
-    if v.shape[0] != B:
-        raise ValueError(f"chunk_gla: expected v.shape[0] == B ({B}), got shape {tuple(v.shape)}")
-    if v.shape[1] != T:
-        raise ValueError(f"chunk_gla: expected v.shape[1] == T ({T}), got shape {tuple(v.shape)}")
-    if v.shape[2] != H:
-        raise ValueError(f"chunk_gla: expected v.shape[2] == H ({H}), got shape {tuple(v.shape)}")
-    if g.dtype not in _CHUNK_GLA_G_DTYPES:
-        raise TypeError(f"chunk_gla: expected g to have dtype float32, got {g.dtype}")
-    if g.ndim != 3:
-        raise ValueError(f"chunk_gla: expected g of shape [B, T, H], got shape {tuple(g.shape)}")
-    if g.device != q.device:
-        raise ValueError(f"chunk_gla: expected g on {q.device} like q, got {g.device}")
-    if g.shape[0] != B:
-        raise ValueError(f"chunk_gla: expected g.shape[0] == B ({B}), got shape {tuple(g.shape)}")
-    if g.shape[1] != T:
-        raise ValueError(f"chunk_gla: expected g.shape[1] == T ({T}), got shape {tuple(g.shape)}")
-    if g.shape[2] != H:
-        raise ValueError(f"chunk_gla: expected g.shape[2] == H ({H}), got shape {tuple(g.shape)}")
+    if v.shape != (B, T, H, V):
+        raise _tensor_error(
+            "chunk_gla",
+            "v",
+            v,
+            "[B, T, H, V]",
+            (B, T, H, V),
+            rank=4,
+            dtype_of=("q", q),
+            device_of=("q", q),
+        )
+    if g.shape != (B, T, H) or g.dtype not in _CHUNK_GLA_G_DTYPES or g.device != q.device:
+        raise _tensor_error(
+            "chunk_gla",
+            "g",
+            g,
+            "[B, T, H]",
+            (B, T, H),
+            rank=3,
+            dtypes=_CHUNK_GLA_G_DTYPES,
+            device_of=("q", q),
+        )
     if cu_seqlens is not None:
-        if cu_seqlens.dtype not in _CHUNK_GLA_CU_SEQLENS_DTYPES:
-            raise TypeError(
-                f"chunk_gla: expected cu_seqlens to have dtype int32, int64, got {cu_seqlens.dtype}"
-            )
-        if cu_seqlens.ndim != 1:
-            raise ValueError(
-                f"chunk_gla: expected cu_seqlens of shape [S], got shape {tuple(cu_seqlens.shape)}"
-            )
-        if cu_seqlens.device != q.device:
-            raise ValueError(
-                f"chunk_gla: expected cu_seqlens on {q.device} like q, got {cu_seqlens.device}"
+        if (
+            cu_seqlens.ndim != 1
+            or cu_seqlens.dtype not in _CHUNK_GLA_CU_SEQLENS_DTYPES
+            or cu_seqlens.device != q.device
+        ):
+            raise _tensor_error(
+                "chunk_gla",
+                "cu_seqlens",
+                cu_seqlens,
+                "[S]",
+                None,
+                rank=1,
+                dtypes=_CHUNK_GLA_CU_SEQLENS_DTYPES,
+                device_of=("q", q),
             )
     N = B if cu_seqlens is None else cu_seqlens.shape[0] - 1
     if initial_state is not None:
-        if initial_state.dtype not in _CHUNK_GLA_INITIAL_STATE_DTYPES:
-            raise TypeError(
-                f"chunk_gla: expected initial_state to have dtype float32, got {initial_state.dtype}"
+        if (
+            initial_state.shape != (N, H, K, V)
+            or initial_state.dtype not in _CHUNK_GLA_INITIAL_STATE_DTYPES
+            or initial_state.device != q.device
+        ):
+            raise _tensor_error(
+                "chunk_gla",
+                "initial_state",
+                initial_state,
+                "[N, H, K, V]",
+                (N, H, K, V),
+                rank=4,
+                dtypes=_CHUNK_GLA_INITIAL_STATE_DTYPES,
+                device_of=("q", q),
             )
-        if initial_state.ndim != 4:
-            raise ValueError(
-                f"chunk_gla: expected initial_state of shape [N, H, K, V], got shape {tuple(initial_state.shape)}"
-            )
-        if initial_state.device != q.device:
-            raise ValueError(
-                f"chunk_gla: expected initial_state on {q.device} like q, got {initial_state.device}"
-            )
-        if initial_state.shape[0] != N:
-            raise ValueError(
-                f"chunk_gla: expected initial_state.shape[0] == N ({N}), got shape {tuple(initial_state.shape)}"
-            )
-        if initial_state.shape[1] != H:
-            raise ValueError(
-                f"chunk_gla: expected initial_state.shape[1] == H ({H}), got shape {tuple(initial_state.shape)}"
-            )
-        if initial_state.shape[2] != K:
-            raise ValueError(
-                f"chunk_gla: expected initial_state.shape[2] == K ({K}), got shape {tuple(initial_state.shape)}"
-            )
-        if initial_state.shape[3] != V:
-            raise ValueError(
-                f"chunk_gla: expected initial_state.shape[3] == V ({V}), got shape {tuple(initial_state.shape)}"
-            )
-    if cu_seqlens is not None and not (B == 1):
-        raise ValueError(f"chunk_gla: packed sequences (cu_seqlens) need B == 1; got B={B}")
-    if not (K <= 256):
-        raise ValueError(f"chunk_gla: the kernels support K up to 256; got K={K}")
+    if cu_seqlens is not None and B != 1:
+        raise _constraint_error("chunk_gla", "packed sequences (cu_seqlens) need B == 1", B=B)
+    if K > 256:
+        raise _constraint_error("chunk_gla", "the kernels support K up to 256", K=K)
     output, final_state = _ChunkGlaFunction.apply(
         q, k, v, g, scale, initial_state, cu_seqlens, output_final_state
     )

@@ -10,6 +10,8 @@ from torch import Tensor
 
 from ._runtime import launcher as _launcher
 from ._runtime import register_triton_op as _register_triton_op
+from ._runtime import tensor_error as _tensor_error
+from ._runtime import value_error as _value_error
 
 
 def _gate_fwd_impl(
@@ -97,49 +99,57 @@ def gate(
         g: ``[..., H, K]``, bfloat16 | float16 | float32.
         A_log: ``[H]``, float32, optional.
         dt_bias: ``[H * K]``, float32, optional.
-        kind: ``str``. One of 'softplus', 'lower_bound'. Default: ``"softplus"``.
+        kind: ``str``. One of 'softplus', 'lower_bound'. Default: ``'softplus'``.
         lower_bound: ``float``. Default: ``-5.0``.
 
     Returns:
         GateOutput with
             out: ``[..., H, K]``, float32.
     """
-    if g.dtype not in _GATE_G_DTYPES:
-        raise TypeError(f"gate: expected g to have dtype bfloat16, float16, float32, got {g.dtype}")
-    if g.ndim < 2:
-        raise ValueError(
-            f"gate: expected g of shape [..., H, K] (at least 2 dims), got shape {tuple(g.shape)}"
+    if g.ndim < 2 or g.dtype not in _GATE_G_DTYPES or not (g.is_cuda or g.is_cpu or g.is_meta):
+        raise _tensor_error(
+            "gate",
+            "g",
+            g,
+            "[..., H, K]",
+            None,
+            rank=2,
+            variadic=True,
+            dtypes=_GATE_G_DTYPES,
+            devices=("cuda", "cpu", "meta"),
         )
-    if not (g.is_cuda or g.is_cpu or g.is_meta):
-        raise ValueError(f"gate: g is on {g.device}; supported devices: cuda, cpu, meta")
     H = g.shape[-2]
     K = g.shape[-1]
     if A_log is not None:
-        if A_log.dtype not in _GATE_A_LOG_DTYPES:
-            raise TypeError(f"gate: expected A_log to have dtype float32, got {A_log.dtype}")
-        if A_log.ndim != 1:
-            raise ValueError(f"gate: expected A_log of shape [H], got shape {tuple(A_log.shape)}")
-        if A_log.device != g.device:
-            raise ValueError(f"gate: expected A_log on {g.device} like g, got {A_log.device}")
-        if A_log.shape[0] != H:
-            raise ValueError(
-                f"gate: expected A_log.shape[0] == H ({H}), got shape {tuple(A_log.shape)}"
+        if A_log.shape != (H,) or A_log.dtype not in _GATE_A_LOG_DTYPES or A_log.device != g.device:
+            raise _tensor_error(
+                "gate",
+                "A_log",
+                A_log,
+                "[H]",
+                (H,),
+                rank=1,
+                dtypes=_GATE_A_LOG_DTYPES,
+                device_of=("g", g),
             )
     if dt_bias is not None:
-        if dt_bias.dtype not in _GATE_DT_BIAS_DTYPES:
-            raise TypeError(f"gate: expected dt_bias to have dtype float32, got {dt_bias.dtype}")
-        if dt_bias.ndim != 1:
-            raise ValueError(
-                f"gate: expected dt_bias of shape [H * K], got shape {tuple(dt_bias.shape)}"
-            )
-        if dt_bias.device != g.device:
-            raise ValueError(f"gate: expected dt_bias on {g.device} like g, got {dt_bias.device}")
-        if dt_bias.shape[0] != H * K:
-            raise ValueError(
-                f"gate: expected dt_bias.shape[0] == H * K ({H * K}), got shape {tuple(dt_bias.shape)}"
+        if (
+            dt_bias.shape != (H * K,)
+            or dt_bias.dtype not in _GATE_DT_BIAS_DTYPES
+            or dt_bias.device != g.device
+        ):
+            raise _tensor_error(
+                "gate",
+                "dt_bias",
+                dt_bias,
+                "[H * K]",
+                (H * K,),
+                rank=1,
+                dtypes=_GATE_DT_BIAS_DTYPES,
+                device_of=("g", g),
             )
     if kind not in _GATE_KIND_VALUES:
-        raise ValueError(f"gate: kind must be one of 'softplus', 'lower_bound', got {kind!r}")
+        raise _value_error("gate", "kind", _GATE_KIND_VALUES, kind)
     out = _GateFunction.apply(g, A_log, dt_bias, kind, lower_bound)
     return GateOutput(out)
 

@@ -9,6 +9,7 @@ import torch
 from torch import Tensor
 
 from ._runtime import launcher as _launcher
+from ._runtime import tensor_error as _tensor_error
 
 torch.library.define("attnops::l2norm_fwd", "(Tensor x, float eps=1e-6) -> (Tensor y, Tensor rstd)")
 torch.library.define(
@@ -85,16 +86,18 @@ def l2norm(x: Tensor, eps: float = 1e-06) -> L2normOutput:
         L2normOutput with
             y: ``[..., D]``, dtype of ``x``.
     """
-    if x.dtype not in _L2NORM_X_DTYPES:
-        raise TypeError(
-            f"l2norm: expected x to have dtype bfloat16, float16, float32, got {x.dtype}"
+    if x.ndim < 1 or x.dtype not in _L2NORM_X_DTYPES or not (x.is_cuda or x.is_cpu or x.is_meta):
+        raise _tensor_error(
+            "l2norm",
+            "x",
+            x,
+            "[..., D]",
+            None,
+            rank=1,
+            variadic=True,
+            dtypes=_L2NORM_X_DTYPES,
+            devices=("cuda", "cpu", "meta"),
         )
-    if x.ndim < 1:
-        raise ValueError(
-            f"l2norm: expected x of shape [..., D] (at least 1 dims), got shape {tuple(x.shape)}"
-        )
-    if not (x.is_cuda or x.is_cpu or x.is_meta):
-        raise ValueError(f"l2norm: x is on {x.device}; supported devices: cuda, cpu, meta")
     y = _L2normFunction.apply(x, eps)
     return L2normOutput(y)
 

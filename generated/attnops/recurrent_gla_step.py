@@ -9,6 +9,7 @@ import torch
 from torch import Tensor
 
 from ._runtime import launcher as _launcher
+from ._runtime import tensor_error as _tensor_error
 
 torch.library.define(
     "attnops::recurrent_gla_step_fwd",
@@ -71,111 +72,72 @@ def recurrent_gla_step(
         RecurrentGlaStepOutput with
             output: ``[B, H, V]``, dtype of ``q``.
     """
-    if state.dtype not in _RECURRENT_GLA_STEP_STATE_DTYPES:
-        raise TypeError(
-            f"recurrent_gla_step: expected state to have dtype float32, got {state.dtype}"
-        )
-    if state.ndim != 4:
-        raise ValueError(
-            f"recurrent_gla_step: expected state of shape [B, H, K, V], got shape {tuple(state.shape)}"
-        )
-    if not (state.is_cuda or state.is_cpu or state.is_meta):
-        raise ValueError(
-            f"recurrent_gla_step: state is on {state.device}; supported devices: cuda, cpu, meta"
+    if (
+        state.ndim != 4
+        or state.dtype not in _RECURRENT_GLA_STEP_STATE_DTYPES
+        or not (state.is_cuda or state.is_cpu or state.is_meta)
+    ):
+        raise _tensor_error(
+            "recurrent_gla_step",
+            "state",
+            state,
+            "[B, H, K, V]",
+            None,
+            rank=4,
+            dtypes=_RECURRENT_GLA_STEP_STATE_DTYPES,
+            devices=("cuda", "cpu", "meta"),
         )
     B = state.shape[0]
     H = state.shape[1]
     K = state.shape[2]
     V = state.shape[3]
-    if q.dtype not in _RECURRENT_GLA_STEP_Q_DTYPES:
-        raise TypeError(
-            f"recurrent_gla_step: expected q to have dtype bfloat16, float16, float32, got {q.dtype}"
+    if (
+        q.shape != (B, H, K)
+        or q.dtype not in _RECURRENT_GLA_STEP_Q_DTYPES
+        or q.device != state.device
+    ):
+        raise _tensor_error(
+            "recurrent_gla_step",
+            "q",
+            q,
+            "[B, H, K]",
+            (B, H, K),
+            rank=3,
+            dtypes=_RECURRENT_GLA_STEP_Q_DTYPES,
+            device_of=("state", state),
         )
-    if q.ndim != 3:
-        raise ValueError(
-            f"recurrent_gla_step: expected q of shape [B, H, K], got shape {tuple(q.shape)}"
+    if k.shape != (B, H, K) or k.dtype != q.dtype or k.device != state.device:
+        raise _tensor_error(
+            "recurrent_gla_step",
+            "k",
+            k,
+            "[B, H, K]",
+            (B, H, K),
+            rank=3,
+            dtype_of=("q", q),
+            device_of=("state", state),
         )
-    if q.device != state.device:
-        raise ValueError(
-            f"recurrent_gla_step: expected q on {state.device} like state, got {q.device}"
+    if v.shape != (B, H, V) or v.dtype != q.dtype or v.device != state.device:
+        raise _tensor_error(
+            "recurrent_gla_step",
+            "v",
+            v,
+            "[B, H, V]",
+            (B, H, V),
+            rank=3,
+            dtype_of=("q", q),
+            device_of=("state", state),
         )
-    if q.shape[0] != B:
-        raise ValueError(
-            f"recurrent_gla_step: expected q.shape[0] == B ({B}), got shape {tuple(q.shape)}"
-        )
-    if q.shape[1] != H:
-        raise ValueError(
-            f"recurrent_gla_step: expected q.shape[1] == H ({H}), got shape {tuple(q.shape)}"
-        )
-    if q.shape[2] != K:
-        raise ValueError(
-            f"recurrent_gla_step: expected q.shape[2] == K ({K}), got shape {tuple(q.shape)}"
-        )
-    if k.dtype != q.dtype:
-        raise TypeError(
-            f"recurrent_gla_step: expected k to have the dtype of q ({q.dtype}), got {k.dtype}"
-        )
-    if k.ndim != 3:
-        raise ValueError(
-            f"recurrent_gla_step: expected k of shape [B, H, K], got shape {tuple(k.shape)}"
-        )
-    if k.device != state.device:
-        raise ValueError(
-            f"recurrent_gla_step: expected k on {state.device} like state, got {k.device}"
-        )
-    if k.shape[0] != B:
-        raise ValueError(
-            f"recurrent_gla_step: expected k.shape[0] == B ({B}), got shape {tuple(k.shape)}"
-        )
-    if k.shape[1] != H:
-        raise ValueError(
-            f"recurrent_gla_step: expected k.shape[1] == H ({H}), got shape {tuple(k.shape)}"
-        )
-    if k.shape[2] != K:
-        raise ValueError(
-            f"recurrent_gla_step: expected k.shape[2] == K ({K}), got shape {tuple(k.shape)}"
-        )
-    if v.dtype != q.dtype:
-        raise TypeError(
-            f"recurrent_gla_step: expected v to have the dtype of q ({q.dtype}), got {v.dtype}"
-        )
-    if v.ndim != 3:
-        raise ValueError(
-            f"recurrent_gla_step: expected v of shape [B, H, V], got shape {tuple(v.shape)}"
-        )
-    if v.device != state.device:
-        raise ValueError(
-            f"recurrent_gla_step: expected v on {state.device} like state, got {v.device}"
-        )
-    if v.shape[0] != B:
-        raise ValueError(
-            f"recurrent_gla_step: expected v.shape[0] == B ({B}), got shape {tuple(v.shape)}"
-        )
-    if v.shape[1] != H:
-        raise ValueError(
-            f"recurrent_gla_step: expected v.shape[1] == H ({H}), got shape {tuple(v.shape)}"
-        )
-    if v.shape[2] != V:
-        raise ValueError(
-            f"recurrent_gla_step: expected v.shape[2] == V ({V}), got shape {tuple(v.shape)}"
-        )
-    if g.dtype not in _RECURRENT_GLA_STEP_G_DTYPES:
-        raise TypeError(f"recurrent_gla_step: expected g to have dtype float32, got {g.dtype}")
-    if g.ndim != 2:
-        raise ValueError(
-            f"recurrent_gla_step: expected g of shape [B, H], got shape {tuple(g.shape)}"
-        )
-    if g.device != state.device:
-        raise ValueError(
-            f"recurrent_gla_step: expected g on {state.device} like state, got {g.device}"
-        )
-    if g.shape[0] != B:
-        raise ValueError(
-            f"recurrent_gla_step: expected g.shape[0] == B ({B}), got shape {tuple(g.shape)}"
-        )
-    if g.shape[1] != H:
-        raise ValueError(
-            f"recurrent_gla_step: expected g.shape[1] == H ({H}), got shape {tuple(g.shape)}"
+    if g.shape != (B, H) or g.dtype not in _RECURRENT_GLA_STEP_G_DTYPES or g.device != state.device:
+        raise _tensor_error(
+            "recurrent_gla_step",
+            "g",
+            g,
+            "[B, H]",
+            (B, H),
+            rank=2,
+            dtypes=_RECURRENT_GLA_STEP_G_DTYPES,
+            device_of=("state", state),
         )
     output = _recurrent_gla_step_fwd(state, q, k, v, g, scale)
     return RecurrentGlaStepOutput(output)

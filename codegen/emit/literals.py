@@ -1,0 +1,47 @@
+"""The one path by which spec text becomes Python source: the templates' ``py`` and
+``docstring`` filters.
+
+``py`` writes any value a spec can carry (str, int, float, bool, None, and tuples or lists of
+them) as a Python literal that evaluates back to the same value. ``docstring`` writes text as
+the body of a triple-double-quoted string that reads back as the same text. Nothing else in
+the generator prints spec text.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+
+
+def py(value: object) -> str:
+    """A Python literal for ``value``."""
+    if value is None or isinstance(value, (bool, int, str)):
+        return repr(value)
+    if isinstance(value, float):
+        if math.isnan(value):
+            return 'float("nan")'
+        if math.isinf(value):
+            return 'float("inf")' if value > 0 else 'float("-inf")'
+        return repr(value)
+    if isinstance(value, tuple):
+        inner = ", ".join(py(v) for v in value)
+        return f"({inner},)" if len(value) == 1 else f"({inner})"
+    if isinstance(value, list):
+        return "[" + ", ".join(py(v) for v in value) + "]"
+    raise TypeError(f"no Python literal for {type(value).__name__} {value!r}")
+
+
+_QUOTE_RUN = re.compile(r'"(?="|$)')
+
+
+def docstring(text: object, indent: str = "    ") -> str:
+    """``text`` as the inside of ``\"\"\"...\"\"\"``, later lines indented by ``indent``.
+
+    Backslashes are doubled, and a double quote that another one follows (or that ends the text)
+    is escaped, so no run of three quotes can close the string early. Lines are split on
+    newlines only: other characters that ``str.splitlines`` treats as breaks stay in the text.
+    """
+    body = str(text).replace("\\", "\\\\")
+    body = _QUOTE_RUN.sub('\\\\"', body)
+    lines = body.split("\n")
+    return "\n".join([lines[0]] + [indent + ln if ln.strip() else "" for ln in lines[1:]])
