@@ -534,10 +534,14 @@ class _Builder:
             bindings.insert(0, Statement("batch", _batch_slice(t)))
         compare = bool(t.checks) or t.checks_batch
         expected = _shape_expr(shape)
+        # isinstance first: a list or a number where a tensor belongs gets a TypeError naming
+        # the argument instead of an AttributeError from the tests after it.
+        kind = f"not isinstance({n}, Tensor)"
         if bindings:
-            early, late = (rank, dtype, device), ((f"{n}.shape != {expected}",) if compare else ())
+            early = (kind, rank, dtype, device)
+            late = (f"{n}.shape != {expected}",) if compare else ()
         else:
-            early, late = (), (f"{n}.shape != {expected}", dtype, device)
+            early, late = (), (kind, f"{n}.shape != {expected}", dtype, device)
         return TensorCheck(
             name=n,
             optional=t.optional,

@@ -55,7 +55,8 @@ def block_mask_worklist(mask: Tensor) -> BlockMaskWorklistOutput:
             coords: ``[nnz, 4]``, int32.
     """
     if (
-        mask.ndim != 4
+        not isinstance(mask, Tensor)
+        or mask.ndim != 4
         or mask.dtype not in _BLOCK_MASK_WORKLIST_MASK_DTYPES
         or not (mask.is_cuda or mask.is_cpu or mask.is_meta)
     ):

@@ -244,7 +244,8 @@ def chunk_gla(
             final_state: ``[N, H, K, V]``, float32 (None unless ``output_final_state``).
     """
     if (
-        q.ndim != 4
+        not isinstance(q, Tensor)
+        or q.ndim != 4
         or q.dtype not in _CHUNK_GLA_Q_DTYPES
         or not (q.is_cuda or q.is_cpu or q.is_meta)
     ):
@@ -262,7 +263,12 @@ def chunk_gla(
     T = q.shape[1]
     H = q.shape[2]
     K = q.shape[3]
-    if k.shape != (B, T, H, K) or k.dtype != q.dtype or k.device != q.device:
+    if (
+        not isinstance(k, Tensor)
+        or k.shape != (B, T, H, K)
+        or k.dtype != q.dtype
+        or k.device != q.device
+    ):
         raise _tensor_error(
             "chunk_gla",
             "k",
@@ -273,7 +279,7 @@ def chunk_gla(
             dtype_of=("q", q),
             device_of=("q", q),
         )
-    if v.ndim != 4 or v.dtype != q.dtype or v.device != q.device:
+    if not isinstance(v, Tensor) or v.ndim != 4 or v.dtype != q.dtype or v.device != q.device:
         raise _tensor_error(
             "chunk_gla", "v", v, "[B, T, H, V]", None, rank=4, dtype_of=("q", q), device_of=("q", q)
         )
@@ -289,7 +295,12 @@ def chunk_gla(
             dtype_of=("q", q),
             device_of=("q", q),
         )
-    if g.shape != (B, T, H) or g.dtype not in _CHUNK_GLA_G_DTYPES or g.device != q.device:
+    if (
+        not isinstance(g, Tensor)
+        or g.shape != (B, T, H)
+        or g.dtype not in _CHUNK_GLA_G_DTYPES
+        or g.device != q.device
+    ):
         raise _tensor_error(
             "chunk_gla",
             "g",
@@ -302,7 +313,8 @@ def chunk_gla(
         )
     if cu_seqlens is not None:
         if (
-            cu_seqlens.ndim != 1
+            not isinstance(cu_seqlens, Tensor)
+            or cu_seqlens.ndim != 1
             or cu_seqlens.dtype not in _CHUNK_GLA_CU_SEQLENS_DTYPES
             or cu_seqlens.device != q.device
         ):
@@ -319,7 +331,8 @@ def chunk_gla(
     N = B if cu_seqlens is None else cu_seqlens.shape[0] - 1
     if initial_state is not None:
         if (
-            initial_state.shape != (N, H, K, V)
+            not isinstance(initial_state, Tensor)
+            or initial_state.shape != (N, H, K, V)
             or initial_state.dtype not in _CHUNK_GLA_INITIAL_STATE_DTYPES
             or initial_state.device != q.device
         ):

@@ -106,7 +106,12 @@ def gate(
         GateOutput with
             out: ``[..., H, K]``, float32.
     """
-    if g.ndim < 2 or g.dtype not in _GATE_G_DTYPES or not (g.is_cuda or g.is_cpu or g.is_meta):
+    if (
+        not isinstance(g, Tensor)
+        or g.ndim < 2
+        or g.dtype not in _GATE_G_DTYPES
+        or not (g.is_cuda or g.is_cpu or g.is_meta)
+    ):
         raise _tensor_error(
             "gate",
             "g",
@@ -121,7 +126,12 @@ def gate(
     H = g.shape[-2]
     K = g.shape[-1]
     if A_log is not None:
-        if A_log.shape != (H,) or A_log.dtype not in _GATE_A_LOG_DTYPES or A_log.device != g.device:
+        if (
+            not isinstance(A_log, Tensor)
+            or A_log.shape != (H,)
+            or A_log.dtype not in _GATE_A_LOG_DTYPES
+            or A_log.device != g.device
+        ):
             raise _tensor_error(
                 "gate",
                 "A_log",
@@ -134,7 +144,8 @@ def gate(
             )
     if dt_bias is not None:
         if (
-            dt_bias.shape != (H * K,)
+            not isinstance(dt_bias, Tensor)
+            or dt_bias.shape != (H * K,)
             or dt_bias.dtype not in _GATE_DT_BIAS_DTYPES
             or dt_bias.device != g.device
         ):

@@ -86,7 +86,12 @@ def l2norm(x: Tensor, eps: float = 1e-06) -> L2normOutput:
         L2normOutput with
             y: ``[..., D]``, dtype of ``x``.
     """
-    if x.ndim < 1 or x.dtype not in _L2NORM_X_DTYPES or not (x.is_cuda or x.is_cpu or x.is_meta):
+    if (
+        not isinstance(x, Tensor)
+        or x.ndim < 1
+        or x.dtype not in _L2NORM_X_DTYPES
+        or not (x.is_cuda or x.is_cpu or x.is_meta)
+    ):
         raise _tensor_error(
             "l2norm",
             "x",

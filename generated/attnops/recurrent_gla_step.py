@@ -73,7 +73,8 @@ def recurrent_gla_step(
             output: ``[B, H, V]``, dtype of ``q``.
     """
     if (
-        state.ndim != 4
+        not isinstance(state, Tensor)
+        or state.ndim != 4
         or state.dtype not in _RECURRENT_GLA_STEP_STATE_DTYPES
         or not (state.is_cuda or state.is_cpu or state.is_meta)
     ):
@@ -92,7 +93,8 @@ def recurrent_gla_step(
     K = state.shape[2]
     V = state.shape[3]
     if (
-        q.shape != (B, H, K)
+        not isinstance(q, Tensor)
+        or q.shape != (B, H, K)
         or q.dtype not in _RECURRENT_GLA_STEP_Q_DTYPES
         or q.device != state.device
     ):
@@ -106,7 +108,12 @@ def recurrent_gla_step(
             dtypes=_RECURRENT_GLA_STEP_Q_DTYPES,
             device_of=("state", state),
         )
-    if k.shape != (B, H, K) or k.dtype != q.dtype or k.device != state.device:
+    if (
+        not isinstance(k, Tensor)
+        or k.shape != (B, H, K)
+        or k.dtype != q.dtype
+        or k.device != state.device
+    ):
         raise _tensor_error(
             "recurrent_gla_step",
             "k",
@@ -117,7 +124,12 @@ def recurrent_gla_step(
             dtype_of=("q", q),
             device_of=("state", state),
         )
-    if v.shape != (B, H, V) or v.dtype != q.dtype or v.device != state.device:
+    if (
+        not isinstance(v, Tensor)
+        or v.shape != (B, H, V)
+        or v.dtype != q.dtype
+        or v.device != state.device
+    ):
         raise _tensor_error(
             "recurrent_gla_step",
             "v",
@@ -128,7 +140,12 @@ def recurrent_gla_step(
             dtype_of=("q", q),
             device_of=("state", state),
         )
-    if g.shape != (B, H) or g.dtype not in _RECURRENT_GLA_STEP_G_DTYPES or g.device != state.device:
+    if (
+        not isinstance(g, Tensor)
+        or g.shape != (B, H)
+        or g.dtype not in _RECURRENT_GLA_STEP_G_DTYPES
+        or g.device != state.device
+    ):
         raise _tensor_error(
             "recurrent_gla_step",
             "g",
