@@ -19,7 +19,7 @@ FLOW_MAPPING_PROBLEM = (
     if yaml.__with_libyaml__
     else "expected ',' or '}', but got '<scalar>'"
 )
-TYPES = "Tensor, int, SymInt, float, bool, str, ScalarType, Layout, MemoryFormat, Device, Generator"
+TYPES = "Tensor, int, SymInt, float, bool, str, ScalarType, Layout, MemoryFormat, Device, Generator, Scalar"
 
 # (id, spec text, expected diagnostics in order)
 CASES = [

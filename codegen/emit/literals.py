@@ -1,8 +1,8 @@
 """The one path by which spec text becomes Python source: the templates' ``py`` and
 ``docstring`` filters.
 
-``py`` writes any value a spec can carry (str, int, float, bool, None, and tuples or lists of
-them) as a Python literal that evaluates back to the same value. ``docstring`` writes text as
+``py`` writes any value a spec can carry (str, int, float, bool, None, tuples or lists of them,
+and the torch dtypes, layouts, memory formats and devices that schema defaults name) as a Python literal that evaluates back to the same value. ``docstring`` writes text as
 the body of a triple-double-quoted string that reads back as the same text. Nothing else in
 the generator prints spec text.
 """
@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import math
 import re
+
+import torch
 
 
 def py(value: object) -> str:
@@ -28,6 +30,10 @@ def py(value: object) -> str:
         return f"({inner},)" if len(value) == 1 else f"({inner})"
     if isinstance(value, list):
         return "[" + ", ".join(py(v) for v in value) + "]"
+    if isinstance(value, (torch.dtype, torch.layout, torch.memory_format)):
+        return str(value)  # torch.int64, torch.strided, torch.contiguous_format
+    if isinstance(value, torch.device):
+        return f"torch.device({str(value)!r})"
     raise TypeError(f"no Python literal for {type(value).__name__} {value!r}")
 
 

@@ -14,6 +14,7 @@ import re
 
 IDENTIFIER = re.compile(r"[A-Za-z][A-Za-z0-9_]*")
 RESERVED = frozenset({"torch", "Tensor", "NamedTuple", "ctx", "self", "cls", "pytest", "batch"})
+AMBIGUOUS = frozenset({"l", "O", "I"})
 BUILTINS = frozenset(n for n in dir(builtins) if not n.startswith("_"))
 
 
@@ -29,6 +30,8 @@ def check_name(name: object, what: str) -> str | None:
         return f"{what} '{name}' is a Python keyword"
     if name in RESERVED:
         return f"{what} '{name}' is reserved by the generated code"
+    if name in AMBIGUOUS:
+        return f"{what} '{name}' is easily misread as a digit (ruff E741); choose another name"
     if name in BUILTINS:
         return f"{what} '{name}' shadows the Python builtin '{name}'"
     return None

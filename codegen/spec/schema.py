@@ -8,6 +8,7 @@ checks and turns every problem into a message with a column inside the schema st
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from dataclasses import dataclass
@@ -26,6 +27,7 @@ _SCALAR_ANNOTATIONS = {
     "MemoryFormat": "torch.memory_format",
     "Device": "torch.device",
     "Generator": "torch.Generator",
+    "Scalar": "float | int | bool",
 }
 
 
@@ -98,18 +100,49 @@ _KIND_NAMES = {
     "MemoryFormatType": "MemoryFormat",
     "DeviceObjType": "Device",
     "GeneratorType": "Generator",
+    "NumberType": "Scalar",
 }
 
 
-def _type_text(t) -> str:
+def _type_text(t, size: int | None = None) -> str:
+    """The schema spelling of a parsed type; ``size`` is a fixed list length (``int[2]``)."""
     kind = t.kind()
     if kind in _KIND_NAMES:
         return _KIND_NAMES[kind]
     if kind == "OptionalType":
-        return _type_text(t.getElementType()) + "?"
+        return _type_text(t.getElementType(), size) + "?"
     if kind == "ListType":
-        return _type_text(t.getElementType()) + "[]"
+        return _type_text(t.getElementType()) + f"[{size if size is not None else ''}]"
     return str(t)
+
+
+@functools.cache
+def _scalar_types() -> dict[int, torch.dtype]:
+    """torch's ScalarType numbers (what the parser gives for ``ScalarType x=long``) to dtypes."""
+    out: dict[int, torch.dtype] = {}
+    for name in dir(torch):
+        dtype = getattr(torch, name)
+        if not isinstance(dtype, torch.dtype) or str(dtype) != f"torch.{name}":
+            continue
+        try:
+            number = torch._C.parse_schema(f"f(ScalarType a={name}) -> ()").arguments[0]
+        except RuntimeError:
+            continue
+        out.setdefault(number.default_value, dtype)
+    return out
+
+
+def _python_default(base: str, value):
+    """A parsed default as the Python object a caller would pass (enums come back as ints)."""
+    if value is None:
+        return None
+    if base == "ScalarType":
+        return _scalar_types()[value]
+    if base == "Layout":
+        return {0: torch.strided}[value]
+    if base == "MemoryFormat":
+        return {0: torch.contiguous_format}[value]
+    return value
 
 
 def _annotation(type_text: str) -> str:
@@ -171,11 +204,8 @@ def parse_schema(qualname: str, text: str) -> Schema:
     seen: set[str] = set()
     # Offsets of each argument's written type, in order, for pointing at the culprit.
     for arg in parsed.arguments:
-        type_text = _type_text(arg.real_type)
-        raw_type = type_text
-        n = getattr(arg, "N", None)
-        if n is not None and type_text.endswith("[]"):
-            type_text = f"{type_text[:-2]}[{n}]"
+        type_text = _type_text(arg.real_type, getattr(arg, "N", None))
+        raw_type = _type_text(arg.real_type)
         base = _base_type(type_text)
         if base != "Tensor" and base not in _SCALAR_ANNOTATIONS:
             raise SchemaError(
@@ -196,7 +226,7 @@ def parse_schema(qualname: str, text: str) -> Schema:
             sets = sorted(alias.before_set)
             alias_name = sets[0] if sets else None
             is_write = bool(alias.is_write)
-        default = arg.default_value
+        default = _python_default(base, arg.default_value)
         if arg.has_default_value():
             _check_default(arg.name, base, raw_type, default, text)
             default_text = _literal(default)

@@ -55,6 +55,7 @@ class ImplView:
     devices: tuple[str, ...]
     launcher: str  # module-level launcher name (eager integration only)
     flag: bool | None
+    flag_arg: str  # the flag as the launcher's last argument (by keyword after keywords)
     targets: tuple[str, ...]  # what the launcher's results are bound to (arity pair only)
     returns: tuple[str, ...]
 
@@ -238,8 +239,16 @@ def _params(schema: Schema) -> tuple[Param, ...]:
     return tuple(params)
 
 
+def _call_args(schema: Schema) -> tuple[str, ...]:
+    """Arguments of a call in schema order; keyword-only ones are passed by keyword."""
+    return tuple(f"{a.name}={a.name}" if a.kwarg_only else a.name for a in schema.arguments)
+
+
 def _param(a: Argument, with_default: bool = True) -> Param:
-    return Param(a.name, a.annotation, with_default and a.has_default, a.default_value)
+    # A list default is written as a tuple: a launcher that mutated a shared list default
+    # would change it for every later call.
+    default = tuple(a.default_value) if isinstance(a.default_value, list) else a.default_value
+    return Param(a.name, a.annotation, with_default and a.has_default, default)
 
 
 def _annotation(n: int, optional: tuple[bool, ...] = ()) -> str:
@@ -361,6 +370,13 @@ class _Builder:
                 devices=i.devices,
                 launcher=i.launcher,
                 flag=s.flag,
+                flag_arg=(
+                    ""
+                    if s.flag is None
+                    else f"{self.op.arity_pair.flag}={s.flag}"
+                    if any(a.kwarg_only for a in s.schema.arguments)
+                    else str(s.flag)
+                ),
                 targets=tuple(n if n in s.returns else "_" for n in s.launcher_returns),
                 returns=s.returns,
             )
@@ -374,7 +390,7 @@ class _Builder:
             fake_name=s.names.fake,
             schema=s.schema.text,
             params=_params(s.schema),
-            args=tuple(a.name for a in s.schema.arguments),
+            args=_call_args(s.schema),
             annotation=_annotation(len(s.schema.returns)),
             impls=impls,
             mutated=tuple(a.name for a in s.schema.arguments if a.is_write),
@@ -390,7 +406,7 @@ class _Builder:
         return ForwardCall(
             binding=r.forward.names.binding,
             targets=outs,
-            args=tuple(a.name for a in self.fwd.arguments),
+            args=_call_args(self.fwd),
             flag=r.flag,
             wide_binding=pair.names.binding if pair else "",
             wide_targets=outs + r.pair_extras,
@@ -430,7 +446,7 @@ class _Builder:
             ),
             backward=bwd.names.binding,
             backward_targets=tuple(g.name for g in r.gradients),
-            backward_args=tuple(a.name for a in r.backward_args),
+            backward_args=_call_args(self.op.backward.schema),
             results=tuple(results),
         )
 
