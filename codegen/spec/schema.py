@@ -104,15 +104,15 @@ _KIND_NAMES = {
 }
 
 
-def _type_text(t, size: int | None = None) -> str:
+def type_text(t, size: int | None = None) -> str:
     """The schema spelling of a parsed type; ``size`` is a fixed list length (``int[2]``)."""
     kind = t.kind()
     if kind in _KIND_NAMES:
         return _KIND_NAMES[kind]
     if kind == "OptionalType":
-        return _type_text(t.getElementType(), size) + "?"
+        return type_text(t.getElementType(), size) + "?"
     if kind == "ListType":
-        return _type_text(t.getElementType()) + f"[{size if size is not None else ''}]"
+        return type_text(t.getElementType()) + f"[{size if size is not None else ''}]"
     return str(t)
 
 
@@ -204,9 +204,9 @@ def parse_schema(qualname: str, text: str) -> Schema:
     seen: set[str] = set()
     # Offsets of each argument's written type, in order, for pointing at the culprit.
     for arg in parsed.arguments:
-        type_text = _type_text(arg.real_type, getattr(arg, "N", None))
-        raw_type = _type_text(arg.real_type)
-        base = _base_type(type_text)
+        written = type_text(arg.real_type, getattr(arg, "N", None))
+        raw_type = type_text(arg.real_type)
+        base = _base_type(written)
         if base != "Tensor" and base not in _SCALAR_ANNOTATIONS:
             raise SchemaError(
                 f"unknown type '{base}' of argument '{arg.name}'; expected one of: Tensor, "
@@ -235,13 +235,13 @@ def parse_schema(qualname: str, text: str) -> Schema:
         arguments.append(
             Argument(
                 name=arg.name,
-                type=type_text,
-                annotation=_annotation(type_text),
+                type=written,
+                annotation=_annotation(written),
                 default=default_text,
                 default_value=default if arg.has_default_value() else None,
-                is_tensor=base == "Tensor" and "[" not in type_text,
-                optional=type_text.endswith("?"),
-                is_tensor_list=base == "Tensor" and "[" in type_text,
+                is_tensor=base == "Tensor" and "[" not in written,
+                optional=written.endswith("?"),
+                is_tensor_list=base == "Tensor" and "[" in written,
                 alias=alias_name,
                 is_write=is_write,
                 kwarg_only=arg.kwarg_only,
@@ -250,10 +250,10 @@ def parse_schema(qualname: str, text: str) -> Schema:
     returns = []
     names: set[str] = set()
     for ret in parsed.returns:
-        type_text = _type_text(ret.real_type)
-        if type_text != "Tensor":
+        written = type_text(ret.real_type)
+        if written != "Tensor":
             raise SchemaError(
-                f"return type '{type_text}' is not supported; operators return Tensor values "
+                f"return type '{written}' is not supported; operators return Tensor values "
                 "(use two fixed-arity operators instead of optional returns)",
                 _offset_of(text, r"->"),
             )
@@ -265,7 +265,7 @@ def parse_schema(qualname: str, text: str) -> Schema:
         returns.append(
             Return(
                 name=ret.name or None,
-                type=type_text,
+                type=written,
                 alias=sorted(alias.before_set)[0]
                 if alias is not None and alias.before_set
                 else None,
