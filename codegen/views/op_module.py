@@ -261,7 +261,9 @@ def _negate(c: Condition) -> str:
     return f"{c.left.render({})} {inverse[c.op]} {c.right.render({})}"
 
 
-class _Builder:
+class _Base:
+    """Dim reads and the forward call, shared by the builders of each part of the module."""
+
     def __init__(self, r: ResolvedOp) -> None:
         self.r = r
         self.op = r.op
@@ -317,6 +319,24 @@ class _Builder:
         return None if dtype_of == base else f"{dtype_of}.dtype"
 
     # --- stages -----------------------------------------------------------------------------
+
+    def _forward_call(self) -> ForwardCall:
+        r = self.r
+        pair = r.pair
+        outs = tuple(o.name for o in self.op.outputs if o.name not in r.pair_extras)
+        return ForwardCall(
+            binding=r.forward.names.binding,
+            targets=outs,
+            args=_call_args(self.fwd),
+            flag=r.flag,
+            wide_binding=pair.names.binding if pair else "",
+            wide_targets=outs + r.pair_extras,
+            extras=r.pair_extras,
+        )
+
+
+class _Stages(_Base):
+    """Shims and fakes of each registered operator."""
 
     def _forward_fake(self, outputs: tuple[OutputDecl, ...]) -> FakeView:
         needed: set[str] = set()
@@ -399,19 +419,9 @@ class _Builder:
 
     # --- autograd.Function and public function ----------------------------------------------
 
-    def _forward_call(self) -> ForwardCall:
-        r = self.r
-        pair = r.pair
-        outs = tuple(o.name for o in self.op.outputs if o.name not in r.pair_extras)
-        return ForwardCall(
-            binding=r.forward.names.binding,
-            targets=outs,
-            args=_call_args(self.fwd),
-            flag=r.flag,
-            wide_binding=pair.names.binding if pair else "",
-            wide_targets=outs + r.pair_extras,
-            extras=r.pair_extras,
-        )
+
+class _Function(_Base):
+    """The autograd.Function wrapping the forward and backward operators."""
 
     def _function(self) -> FunctionView:
         r = self.r
@@ -449,6 +459,10 @@ class _Builder:
             backward_args=_call_args(self.op.backward.schema),
             results=tuple(results),
         )
+
+
+class _Public(_Base):
+    """The public function: signature, docstring, checks and the call."""
 
     def _public_params(self) -> tuple[Param, ...]:
         params = list(_params(self.fwd))
@@ -634,9 +648,9 @@ class _Builder:
             module=r.names.module,
             summary=(op.doc.splitlines()[0] if op.doc else op.name),
             integration=op.integration.value,
-            stages=tuple(self._stage(s) for s in r.stages),
+            stages=tuple(_Stages(r)._stage(s) for s in r.stages),
             constants=tuple(constants),
-            function=self._function() if op.backward else None,
+            function=_Function(r)._function() if op.backward else None,
             public=public,
             exports=tuple(sorted((r.names.public, r.names.result), key=import_order)),
         )
@@ -663,7 +677,7 @@ class PackageView:
 
 
 def op_view(r: ResolvedOp) -> OpView:
-    return _Builder(r).build()
+    return _Public(r).build()
 
 
 def package_view(namespace: str, package: str, ops: tuple[OpView, ...]) -> PackageView:
