@@ -155,3 +155,25 @@ def test_constraint_and_value_errors_keep_the_spec_wording():
     assert str(constraint_error("op", text, B=2, K=3)) == f"op: {text}; got B=2, K=3"
     err = value_error("op", "kind", ("a", 'b"'), "c")
     assert str(err) == "op: kind must be one of 'a', 'b\"', got 'c'"
+
+
+def test_check_mutated_refuses_what_torch_in_place_operators_refuse():
+    from codegen.runtime.runtime import check_mutated
+
+    state = torch.zeros(2, 4, 8)
+    check_mutated("op", "state", state, {"q": torch.zeros(2, 4), "n": None})
+    buf = torch.zeros(200)
+    check_mutated("op", "state", buf[:64].view(2, 4, 8), {"k": buf[64:72]})  # disjoint views
+    with pytest.raises(
+        RuntimeError, match="^op: state is updated in place and shares memory with q;"
+    ):
+        check_mutated("op", "state", state, {"q": state[:, :, 0]})
+    with pytest.raises(
+        RuntimeError, match="^op: state is updated in place but its elements overlap"
+    ):
+        check_mutated("op", "state", torch.zeros(1, 4, 8).expand(2, 4, 8), {})
+    leaf = torch.zeros(2, requires_grad=True)
+    with pytest.raises(RuntimeError, match="^op: state is a leaf tensor that requires grad"):
+        check_mutated("op", "state", leaf, {})
+    with torch.no_grad():
+        check_mutated("op", "state", leaf, {})  # as optimizers update parameters

@@ -14,7 +14,7 @@ from dataclasses import dataclass, replace
 
 from ..resolve.dims import TensorPlan, bind_from
 from ..resolve.resolved import ResolvedOp, ResolvedStage
-from ..spec.model import DType, OutputDecl, Shape
+from ..spec.model import DType, Integration, OutputDecl, Shape
 from ..spec.schema import Argument, Schema
 from ..spec.shapes import ELLIPSIS, Condition
 
@@ -157,6 +157,14 @@ class VariantCheck:
 
 
 @dataclass(frozen=True, slots=True)
+class MutationCheck:
+    """An input the operator writes in place, and the tensors it must not overlap."""
+
+    name: str
+    others: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
 class Constant:
     name: str
     dtypes: tuple[str, ...] = ()  # torch dtype names
@@ -188,7 +196,9 @@ class PublicView:
     checks: tuple[TensorCheck | Statement, ...]
     constraints: tuple[ConstraintCheck, ...]
     variants: tuple[VariantCheck, ...]
+    mutated: tuple[MutationCheck, ...]
     call: ForwardCall | None  # None: the autograd.Function computes the outputs
+    no_grad: bool  # no backward: outputs never require grad (call under torch.no_grad)
     function_args: tuple[str, ...]
     outputs: tuple[str, ...]
 
@@ -639,7 +649,15 @@ class _Public(_Base):
                 VariantCheck(v.arg, r.names.constant(v.arg, "VALUES"), v.values)
                 for v in op.variants
             ),
+            mutated=tuple(
+                MutationCheck(
+                    d.name, tuple(a.name for a in self.fwd.tensor_arguments if a.name != d.name)
+                )
+                for d in op.inputs
+                if d.mutated
+            ),
             call=None if op.backward else self._forward_call(),
+            no_grad=op.backward is None and op.integration is not Integration.EAGER,
             function_args=tuple(a.name for a in self.fwd.arguments) + ((r.flag,) if r.flag else ()),
             outputs=r.public_outputs,
         )

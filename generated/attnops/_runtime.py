@@ -112,3 +112,44 @@ def constraint_error(op: str, message: str, **dims: int) -> ValueError:
 def value_error(op: str, name: str, allowed: tuple, value: object) -> ValueError:
     """A variant argument outside its listed values."""
     return ValueError(f"{op}: {name} must be one of {', '.join(map(repr, allowed))}, got {value!r}")
+
+
+def _byte_range(t: torch.Tensor) -> tuple[int, int] | None:
+    if t.numel() == 0 or t.is_meta:
+        return None
+    extent = sum((size - 1) * stride for size, stride in zip(t.shape, t.stride(), strict=True))
+    start = t.data_ptr()
+    return start, start + (extent + 1) * t.element_size()
+
+
+def check_mutated(op: str, name: str, value: torch.Tensor, others: dict) -> None:
+    """Refuse to write ``value`` in place where torch's own in-place operators would refuse.
+
+    Note [mutated inputs]: a leaf that requires grad (with grad mode on), a tensor whose
+    elements overlap each other (an expanded view: every write would race), and a tensor
+    sharing memory with another argument of the call (the kernel would read what it already
+    wrote). Byte ranges are compared conservatively, as torch compares them.
+    """
+    if value.requires_grad and value.is_leaf and torch.is_grad_enabled():
+        raise RuntimeError(
+            f"{op}: {name} is a leaf tensor that requires grad and would be updated in place; "
+            "detach it, or call under torch.no_grad()"
+        )
+    if torch._debug_has_internal_overlap(value) == 1:
+        raise RuntimeError(
+            f"{op}: {name} is updated in place but its elements overlap (strides "
+            f"{value.stride()} for shape {tuple(value.shape)}); pass a tensor with its own memory, "
+            "e.g. .clone()"
+        )
+    mine = _byte_range(value)
+    if mine is None:
+        return
+    for other, tensor in others.items():
+        if not isinstance(tensor, torch.Tensor):
+            continue
+        theirs = _byte_range(tensor)
+        if theirs is not None and mine[0] < theirs[1] and theirs[0] < mine[1]:
+            raise RuntimeError(
+                f"{op}: {name} is updated in place and shares memory with {other}; "
+                f"pass {other} as a separate tensor (e.g. {other}.clone())"
+            )

@@ -70,7 +70,10 @@ def block_mask_worklist(mask: Tensor) -> BlockMaskWorklistOutput:
             dtypes=_BLOCK_MASK_WORKLIST_MASK_DTYPES,
             devices=("cuda", "cpu", "meta"),
         )
-    coords = _block_mask_worklist_fwd(mask)
+    # Note [no backward]: like torch's non-differentiable operators, the outputs never require
+    # grad, whatever the inputs do.
+    with torch.no_grad():
+        coords = _block_mask_worklist_fwd(mask)
     return BlockMaskWorklistOutput(coords)
 
 

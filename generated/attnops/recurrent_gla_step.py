@@ -8,6 +8,7 @@ from typing import NamedTuple
 import torch
 from torch import Tensor
 
+from ._runtime import check_mutated as _check_mutated
 from ._runtime import launcher as _launcher
 from ._runtime import tensor_error as _tensor_error
 
@@ -156,7 +157,12 @@ def recurrent_gla_step(
             dtypes=_RECURRENT_GLA_STEP_G_DTYPES,
             device_of=("state", state),
         )
-    output = _recurrent_gla_step_fwd(state, q, k, v, g, scale)
+    if not torch.compiler.is_compiling():
+        _check_mutated("recurrent_gla_step", "state", state, {"q": q, "k": k, "v": v, "g": g})
+    # Note [no backward]: like torch's non-differentiable operators, the outputs never require
+    # grad, whatever the inputs do.
+    with torch.no_grad():
+        output = _recurrent_gla_step_fwd(state, q, k, v, g, scale)
     return RecurrentGlaStepOutput(output)
 
 
