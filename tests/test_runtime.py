@@ -177,3 +177,12 @@ def test_check_mutated_refuses_what_torch_in_place_operators_refuse():
         check_mutated("op", "state", leaf, {})
     with torch.no_grad():
         check_mutated("op", "state", leaf, {})  # as optimizers update parameters
+
+
+@pytest.mark.parametrize(
+    "text", ["nul \x00 byte", "carriage\rreturn", "crlf\r\nline", "bell\x07 del\x7f"]
+)
+def test_docstring_escapes_control_characters(text):
+    source = f'"""{docstring(text, indent="")}"""'
+    assert "\x00" not in source and "\r" not in source
+    assert eval(compile(source, "<docstring>", "eval")) == text  # noqa: S307

@@ -38,6 +38,11 @@ def py(value: object) -> str:
 
 
 _QUOTE_RUN = re.compile(r'"(?="|$)')
+# Backslashes, and control characters other than the newline: a NUL cannot be in source at all,
+# a carriage return would be read as a line break, and formatters re-indent literal tabs.
+_ESCAPES = {"\\": "\\\\", "\t": "\\t", "\r": "\\r"} | {
+    chr(c): f"\\x{c:02x}" for c in [*range(0x20), 0x7F] if chr(c) not in "\n\t\r"
+}
 
 
 def docstring(text: object, indent: str = "    ") -> str:
@@ -47,7 +52,7 @@ def docstring(text: object, indent: str = "    ") -> str:
     is escaped, so no run of three quotes can close the string early. Lines are split on
     newlines only: other characters that ``str.splitlines`` treats as breaks stay in the text.
     """
-    body = str(text).replace("\\", "\\\\")
+    body = "".join(_ESCAPES.get(c) or c for c in str(text))
     body = _QUOTE_RUN.sub('\\\\"', body)
     lines = body.split("\n")
     return "\n".join([lines[0]] + [indent + ln if ln.strip() else "" for ln in lines[1:]])
