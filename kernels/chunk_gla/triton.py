@@ -493,6 +493,30 @@ def _config(K, V, dtype, bwd):
 def chunk_gla_fwd(
     q, k, v, g, scale: float | None, initial_state, cu_seqlens, output_final_state: bool
 ):
+    """Forward of ``chunk_gla``: ``S_t = exp(g_t) S_{t-1} + k_t^T v_t``, ``o_t = scale * q_t S_t``.
+
+    Chunks of 64 tokens; one program per (sequence, head, V block of 32 or 64 columns).
+
+    Args:
+        q: ``[B, T, H, K]``, bfloat16, float16 or float32, any strides.
+        k: ``[B, T, H, K]``, ``q``'s dtype, any strides.
+        v: ``[B, T, H, V]``, ``q``'s dtype, any strides.
+        g: ``[B, T, H]`` float32 log-decay per token and head, any strides.
+        scale: multiplies the output; None means ``K ** -0.5``.
+        initial_state: ``[N, H, K, V]`` float32 state before the first token of each sequence,
+            or None (zeros).
+        cu_seqlens: ``[N + 1]`` int32 or int64 offsets of ``N`` packed sequences in ``T``
+            (needs ``B == 1``; nondecreasing, ``cu_seqlens[0] == 0``, ``cu_seqlens[-1] == T``:
+            tokens outside are not written), or None (``N = B`` sequences of length ``T``).
+        output_final_state: whether to return the state after each sequence's last token.
+
+    Returns:
+        ``(output, final_state)``, newly allocated and contiguous: ``output`` is
+        ``[B, T, H, V]`` in ``q``'s dtype; ``final_state`` is ``[N, H, K, V]`` float32, or None
+        when ``output_final_state`` is false.
+
+    Mutates nothing. ``K <= 256`` (``ValueError`` otherwise); ``V`` is unrestricted.
+    """
     B, T, H, K = q.shape
     scale = K**-0.5 if scale is None else scale
     V = v.shape[-1]
@@ -547,6 +571,24 @@ def chunk_gla_fwd(
 
 
 def chunk_gla_bwd(q, k, v, g, scale: float | None, initial_state, cu_seqlens, do, dht):
+    """Backward of ``chunk_gla``: the gradients of every differentiable forward input.
+
+    Args:
+        q, k, v, g, scale, initial_state, cu_seqlens: as for :func:`chunk_gla_fwd`
+            (``q, k: [B, T, H, K]``, ``v: [B, T, H, V]``, ``g: [B, T, H]`` float32,
+            ``initial_state: [N, H, K, V]`` float32 or None, ``cu_seqlens: [N + 1]`` or None).
+        do: ``[B, T, H, V]``, the gradient of ``output`` (``q``'s dtype), any strides.
+        dht: ``[N, H, K, V]`` float32, the gradient of ``final_state``, or None (zero).
+
+    Returns:
+        ``(dq, dk, dv, dg, dh0)``, newly allocated and contiguous: ``dq`` ``[B, T, H, K]`` in
+        ``q``'s dtype, ``dk`` ``[B, T, H, K]`` in ``k``'s dtype, ``dv`` ``[B, T, H, V]`` in
+        ``v``'s dtype, ``dg`` ``[B, T, H]`` float32, ``dh0`` ``[N, H, K, V]`` float32 (the
+        gradient of ``initial_state``, returned also when it is None).
+
+    Mutates nothing; allocates float32 scratch of ``NV * (2 * B * T * H * K + B * T * H + N * H)``
+    elements (``NV`` = number of V blocks). ``K <= 256`` (``ValueError`` otherwise).
+    """
     B, T, H, K = q.shape
     scale = K**-0.5 if scale is None else scale
     V = v.shape[-1]
