@@ -59,12 +59,14 @@ def _seq_bounds(cu, i_n, T, USE_CU: tl.constexpr):
 
 @triton.jit
 def _program_seq(cu, T, H, USE_CU: tl.constexpr):
-    # Axis 0 of every chunked grid enumerates (sequence, head) pairs, head fastest.
+    # Grid axis 0 enumerates (sequence, head) pairs, head fastest; axis 1, where there is one,
+    # the V blocks. Returns (sequence, head, V block, batch row, first token, end token).
     i_nh = tl.program_id(0)
+    i_v = tl.program_id(1)
     i_n = i_nh // H
     i_h = i_nh % H
     i_b, bos, eos = _seq_bounds(cu, i_n, T, USE_CU)
-    return i_n, i_h, i_b, bos, eos
+    return i_n, i_h, i_v, i_b, bos, eos
 
 
 @triton.jit
@@ -119,12 +121,6 @@ def _chunk_decay(p_g0, t, s_gt, m_t, o_t, BT: tl.constexpr):
 
 
 @triton.jit
-def _out_offsets(row, i_h, H, D: tl.constexpr, o_d):
-    # Offsets of rows `row` (flattened b * T + t), head i_h, columns o_d of a contiguous [B, T, H, D].
-    return (row[:, None] * H + i_h) * D + o_d[None, :]
-
-
-@triton.jit
 def _part_index(row, i_v, NTOK, H, i_h):
     # Row index of (V block i_v, token row, head i_h) in a per-V-block partial [NV, B, T, H, ...].
     return (row + i_v * NTOK) * H + i_h
@@ -168,8 +164,7 @@ def _gla_fwd_kernel(
     STORE_HT: tl.constexpr,
     MODE: tl.constexpr,
 ):
-    i_v = tl.program_id(1)
-    i_n, i_h, i_b, bos, eos = _program_seq(cu, T, H, USE_CU)
+    i_n, i_h, i_v, i_b, bos, eos = _program_seq(cu, T, H, USE_CU)
     DT = q.dtype.element_ty
 
     o_t, o_k, o_v, m_k, m_v = _tile_offsets(i_v, K, V, BT, BK, BV)
@@ -196,7 +191,7 @@ def _gla_fwd_kernel(
         b_o = _dot(b_qg, b_s, DT, MODE) + _dot(b_A, b_v, DT, MODE)
 
         row = i_b * T + t
-        p_o = o + _out_offsets(row, i_h, H, V, o_v)
+        p_o = o + (row[:, None] * H + i_h) * V + o_v[None, :]
         tl.store(p_o, _cast(b_o, o.dtype.element_ty, MODE), mask=m_t[:, None] & m_v[None, :])
 
         b_kg = b_k.to(tl.float32) * tl.exp(b_GL - b_G)[:, None]
@@ -251,8 +246,7 @@ def _gla_bwd_dkv_kernel(
     USE_DHT: tl.constexpr,
     MODE: tl.constexpr,
 ):
-    i_v = tl.program_id(1)
-    i_n, i_h, i_b, bos, eos = _program_seq(cu, T, H, USE_CU)
+    i_n, i_h, i_v, i_b, bos, eos = _program_seq(cu, T, H, USE_CU)
     DT = q.dtype.element_ty
 
     o_t, o_k, o_v, m_k, m_v = _tile_offsets(i_v, K, V, BT, BK, BV)
@@ -299,7 +293,7 @@ def _gla_bwd_dkv_kernel(
         b_dG -= tl.sum(b_k.to(tl.float32) * b_dk_inter, axis=1)
 
         row = i_b * T + t
-        p_dv = dv + _out_offsets(row, i_h, H, V, o_v)
+        p_dv = dv + (row[:, None] * H + i_h) * V + o_v[None, :]
         tl.store(p_dv, _cast(b_dv, dv.dtype.element_ty, MODE), mask=m_tv)
         p_dk = dk_part + _part_index(row[:, None], i_v, NTOK, H, i_h) * K + o_k[None, :]
         tl.store(p_dk, b_dk, mask=m_tk)
@@ -358,8 +352,7 @@ def _gla_bwd_dq_kernel(
     USE_DHT: tl.constexpr,
     MODE: tl.constexpr,
 ):
-    i_v = tl.program_id(1)
-    i_n, i_h, i_b, bos, eos = _program_seq(cu, T, H, USE_CU)
+    i_n, i_h, i_v, i_b, bos, eos = _program_seq(cu, T, H, USE_CU)
     DT = k.dtype.element_ty
 
     o_t, o_k, o_v, m_k, m_v = _tile_offsets(i_v, K, V, BT, BK, BV)
@@ -432,7 +425,7 @@ def _gla_bwd_dg_kernel(
     USE_DHT: tl.constexpr,
     MODE: tl.constexpr,
 ):
-    i_n, i_h, i_b, bos, eos = _program_seq(cu, T, H, USE_CU)
+    i_n, i_h, _, i_b, bos, eos = _program_seq(cu, T, H, USE_CU)
 
     o_t = tl.arange(0, BT)
     o_k = tl.arange(0, BK)
@@ -449,7 +442,7 @@ def _gla_bwd_dg_kernel(
         t, m_t = _chunk_tokens(bos, eos, NC - 1 - i_r, o_t, BT)
         m_tk = m_t[:, None] & m_k[None, :]
         row = i_b * T + t
-        o_out = _out_offsets(row, i_h, H, K, o_k)
+        o_out = (row[:, None] * H + i_h) * K + o_k[None, :]
         b_dq = tl.zeros([BT, BK], dtype=tl.float32)
         b_dk = tl.zeros([BT, BK], dtype=tl.float32)
         b_dG = tl.zeros([BT], dtype=tl.float32)
