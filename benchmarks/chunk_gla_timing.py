@@ -7,6 +7,8 @@ events (host cost removed) and the median over ``--rounds`` replays is reported 
 ``--baseline`` the other file is imported as a sibling module of ``attnops_kernels.chunk_gla``,
 both versions are timed in alternating rounds, their outputs are compared bit for bit, and the
 compiled kernels' registers, spills, shared memory and PTX (up to register names) are compared.
+``--aa`` times a second copy of the baseline as well (same compiled kernels), which shows the
+replay noise; ``--only TEXT`` keeps the shapes whose label contains TEXT (repeatable).
 ``--wait-for PATH`` compiles everything first, then waits for PATH to exist before timing (so that
 other GPU work started beside it has finished).
 """
@@ -168,6 +170,8 @@ def main():
     ap.add_argument("--baseline", help="another kernels/chunk_gla/triton.py to compare against")
     ap.add_argument("--calls", type=int, default=10)
     ap.add_argument("--rounds", type=int, default=7)
+    ap.add_argument("--aa", action="store_true", help="also time a second copy of the baseline")
+    ap.add_argument("--only", action="append", help="keep shapes whose label contains this")
     ap.add_argument("--wait-for", help="compile first, then wait for this path before timing")
     args = ap.parse_args()
     import triton
@@ -176,9 +180,13 @@ def main():
     mods = {"new": current}
     if args.baseline:
         mods["old"] = load_baseline(args.baseline)
+        if args.aa:
+            mods["old2"] = mods["old"]
 
     cases = []
     for label, dt, B, T, H, K, V, nseq, states in SHAPES:
+        if args.only and not any(o in f"{label} {dt}" for o in args.only):
+            continue
         inp = make_inputs(DTYPES[dt], B, T, H, K, V, nseq, states)
         fns = {tag: calls(m, inp, states) for tag, m in mods.items()}
         outs = {tag: (f(), b()) for tag, (f, b) in fns.items()}
@@ -201,7 +209,7 @@ def main():
     head = f"{'shape':46s} {'pass':4s}"
     head += "".join(f" {t:>9s}" for t in mods)
     if "old" in mods:
-        head += "  new/old  outputs bitwise equal"
+        head += "  new/old" + ("  old2/old" if "old2" in mods else "") + "  outputs bitwise equal"
     print(head)
     for label, fns, bitwise in cases:
         for j, pas in enumerate(("fwd", "bwd")):
@@ -213,7 +221,10 @@ def main():
             med = {t: statistics.median(v) for t, v in times.items()}
             row = f"{label:46s} {pas:4s}" + "".join(f" {med[t]:9.1f}" for t in mods)
             if "old" in mods:
-                row += f"  {med['new'] / med['old']:7.3f}  {bitwise[j]}"
+                row += f"  {med['new'] / med['old']:7.3f}"
+                if "old2" in mods:
+                    row += f"  {med['old2'] / med['old']:8.3f}"
+                row += f"  {bitwise[j]}"
             print(row)
             del graphs
             torch.cuda.synchronize()
