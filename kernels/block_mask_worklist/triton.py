@@ -71,6 +71,17 @@ def _block_row_write_kernel(
 
 
 def block_mask_worklist(mask) -> Tensor:
+    """Coordinates ``(b, h, q, kv)`` of the True blocks of ``mask``, in row-major order.
+
+    Args:
+        mask: ``[B, H, QB, KB]`` bool, any strides (another dtype is read as ``mask != 0``).
+
+    Returns:
+        ``coords``: ``[nnz, 4]`` int32, newly allocated and contiguous, one row per True entry,
+        ordered as ``torch.nonzero`` orders them; ``nnz`` is data-dependent.
+
+    Mutates nothing. Synchronizes with the host once (``nnz`` sizes the output).
+    """
     B, H, QB, KB = mask.shape
     if mask.dtype == torch.bool:
         m = mask.view(torch.uint8)

@@ -4,6 +4,24 @@ import torch
 def chunk_gla_ref(
     q, k, v, g, scale=None, initial_state=None, output_final_state=False, cu_seqlens=None
 ):
+    """Token-by-token float32 reference of ``chunk_gla``.
+
+    ``S_t = exp(g_t) S_{t-1} + k_t^T v_t`` and ``o_t = scale * q_t S_t`` per sequence and head.
+    Note the argument order: ``output_final_state`` comes before ``cu_seqlens``.
+
+    Args:
+        q: ``[B, T, H, K]``; k: ``[B, T, H, K]``; v: ``[B, T, H, V]``; any floating dtype.
+        g: ``[B, T, H]`` log-decay.
+        scale: None means ``K ** -0.5``.
+        initial_state: ``[N, H, K, V]``, or None (zeros).
+        output_final_state: whether to return the final states.
+        cu_seqlens: ``[N + 1]`` offsets of packed sequences (``B == 1``, asserted), or None.
+
+    Returns:
+        ``(o, final_state)``: ``o`` ``[B, T, H, V]`` float32 (zero outside the sequences);
+        ``final_state`` ``[N, H, K, V]`` float32, or None unless ``output_final_state``.
+        Differentiable; mutates nothing.
+    """
     B, T, H, K = q.shape
     V = v.shape[-1]
     if scale is None:

@@ -45,6 +45,7 @@ def _dot(a, b, DT: tl.constexpr, MODE: tl.constexpr):
 
 @triton.jit
 def _seq_bounds(cu, i_n, T, USE_CU: tl.constexpr):
+    # (batch row, first token, end token) of sequence i_n: packed sequences share batch row 0.
     if USE_CU:
         i_b = (i_n * 0).to(tl.int64)
         bos = tl.load(cu + i_n).to(tl.int64)
@@ -54,6 +55,75 @@ def _seq_bounds(cu, i_n, T, USE_CU: tl.constexpr):
         bos = (i_n * 0).to(tl.int64)
         eos = bos + T
     return i_b, bos, eos
+
+
+@triton.jit
+def _program_seq(cu, T, H, USE_CU: tl.constexpr):
+    # Grid axis 0 enumerates (sequence, head) pairs, head fastest; axis 1, where there is one,
+    # the V blocks. Returns (sequence, head, V block, batch row, first token, end token).
+    i_nh = tl.program_id(0)
+    i_v = tl.program_id(1)
+    i_n = i_nh // H
+    i_h = i_nh % H
+    i_b, bos, eos = _seq_bounds(cu, i_n, T, USE_CU)
+    return i_n, i_h, i_v, i_b, bos, eos
+
+
+@triton.jit
+def _tile_offsets(
+    i_v, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr
+):
+    # Token offsets within a chunk, the K block, and V block i_v, with their bounds masks.
+    o_t = tl.arange(0, BT)
+    o_k = tl.arange(0, BK)
+    o_v = i_v * BV + tl.arange(0, BV)
+    return o_t, o_k, o_v, o_k < K, o_v < V
+
+
+@triton.jit
+def _head_ptr(x, i_b, i_h, s_b, s_h, o_d, s_d):
+    # [1, BD] pointers to x[i_b, 0, i_h, o_d]; add t[:, None] * s_t for the rows of a chunk.
+    return x + i_b * s_b + i_h * s_h + o_d[None, :] * s_d
+
+
+@triton.jit
+def _state_offsets(i_n, i_h, H, K: tl.constexpr, V: tl.constexpr, o_k, o_v, m_k, m_v):
+    # Offsets and mask of this program's [BK, BV] tile of a contiguous [N, H, K, V] state.
+    s_off = (i_n.to(tl.int64) * H + i_h) * K * V + o_k[:, None] * V + o_v[None, :]
+    return s_off, m_k[:, None] & m_v[None, :]
+
+
+@triton.jit
+def _load_state(s, s_off, m_s, USE: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr):
+    # The state tile from s in float32, or zeros when there is none (s is None).
+    if USE:
+        b_s = tl.load(s + s_off, mask=m_s, other=0.0).to(tl.float32)
+    else:
+        b_s = tl.zeros([BK, BV], dtype=tl.float32)
+    return b_s
+
+
+@triton.jit
+def _chunk_tokens(bos, eos, i_c, o_t, BT: tl.constexpr):
+    # Token indices of chunk i_c of the sequence [bos, eos) and their mask.
+    t = bos + i_c * BT + o_t
+    return t, t < eos
+
+
+@triton.jit
+def _chunk_decay(p_g0, t, s_gt, m_t, o_t, BT: tl.constexpr):
+    # In-chunk cumulative log-decay G and its last entry G_L (padding has g = 0, so
+    # exp(G_L - G_t) is exactly 1 at the last token).
+    b_g = tl.load(p_g0 + t * s_gt, mask=m_t, other=0.0).to(tl.float32)
+    b_G = tl.cumsum(b_g, axis=0)
+    b_GL = tl.sum(tl.where(o_t == BT - 1, b_G, 0.0), axis=0)
+    return b_G, b_GL
+
+
+@triton.jit
+def _part_index(row, i_v, NTOK, H, i_h):
+    # Row index of (V block i_v, token row, head i_h) in a per-V-block partial [NV, B, T, H, ...].
+    return (row + i_v * NTOK) * H + i_h
 
 
 @triton.jit
@@ -94,43 +164,26 @@ def _gla_fwd_kernel(
     STORE_HT: tl.constexpr,
     MODE: tl.constexpr,
 ):
-    i_nh = tl.program_id(0)
-    i_v = tl.program_id(1)
-    i_n = i_nh // H
-    i_h = i_nh % H
-    i_b, bos, eos = _seq_bounds(cu, i_n, T, USE_CU)
+    i_n, i_h, i_v, i_b, bos, eos = _program_seq(cu, T, H, USE_CU)
     DT = q.dtype.element_ty
 
-    o_t = tl.arange(0, BT)
-    o_k = tl.arange(0, BK)
-    o_v = i_v * BV + tl.arange(0, BV)
-    m_k = o_k < K
-    m_v = o_v < V
+    o_t, o_k, o_v, m_k, m_v = _tile_offsets(i_v, K, V, BT, BK, BV)
     causal = o_t[:, None] >= o_t[None, :]
 
-    p_q0 = q + i_b * s_qb + i_h * s_qh + o_k[None, :] * s_qk
-    p_k0 = k + i_b * s_kb + i_h * s_kh + o_k[None, :] * s_kk
-    p_v0 = v + i_b * s_vb + i_h * s_vh + o_v[None, :] * s_vv
+    p_q0 = _head_ptr(q, i_b, i_h, s_qb, s_qh, o_k, s_qk)
+    p_k0 = _head_ptr(k, i_b, i_h, s_kb, s_kh, o_k, s_kk)
+    p_v0 = _head_ptr(v, i_b, i_h, s_vb, s_vh, o_v, s_vv)
     p_g0 = g + i_b * s_gb + i_h * s_gh
-    s_off = (i_n.to(tl.int64) * H + i_h) * K * V + o_k[:, None] * V + o_v[None, :]
-    m_s = m_k[:, None] & m_v[None, :]
-
-    if USE_H0:
-        b_s = tl.load(h0 + s_off, mask=m_s, other=0.0).to(tl.float32)
-    else:
-        b_s = tl.zeros([BK, BV], dtype=tl.float32)
+    s_off, m_s = _state_offsets(i_n, i_h, H, K, V, o_k, o_v, m_k, m_v)
+    b_s = _load_state(h0, s_off, m_s, USE_H0, BK, BV)
 
     NC = tl.cdiv(eos - bos, BT)
     for i_c in range(0, NC):
-        t = bos + i_c * BT + o_t
-        m_t = t < eos
+        t, m_t = _chunk_tokens(bos, eos, i_c, o_t, BT)
         b_q = tl.load(p_q0 + t[:, None] * s_qt, mask=m_t[:, None] & m_k[None, :], other=0.0)
         b_k = tl.load(p_k0 + t[:, None] * s_kt, mask=m_t[:, None] & m_k[None, :], other=0.0)
         b_v = tl.load(p_v0 + t[:, None] * s_vt, mask=m_t[:, None] & m_v[None, :], other=0.0)
-        b_g = tl.load(p_g0 + t * s_gt, mask=m_t, other=0.0).to(tl.float32)
-        b_G = tl.cumsum(b_g, axis=0)
-        # the last entry of G (padding has g = 0), so exp(G_L - G_t) is exactly 1 at the last token
-        b_GL = tl.sum(tl.where(o_t == BT - 1, b_G, 0.0), axis=0)
+        b_G, b_GL = _chunk_decay(p_g0, t, s_gt, m_t, o_t, BT)
 
         b_D = tl.exp(tl.where(causal, b_G[:, None] - b_G[None, :], float("-inf")))
         b_A = _dot(b_q, tl.trans(b_k), DT, MODE) * b_D * scale
@@ -193,50 +246,32 @@ def _gla_bwd_dkv_kernel(
     USE_DHT: tl.constexpr,
     MODE: tl.constexpr,
 ):
-    i_nh = tl.program_id(0)
-    i_v = tl.program_id(1)
-    i_n = i_nh // H
-    i_h = i_nh % H
-    i_b, bos, eos = _seq_bounds(cu, i_n, T, USE_CU)
+    i_n, i_h, i_v, i_b, bos, eos = _program_seq(cu, T, H, USE_CU)
     DT = q.dtype.element_ty
 
-    o_t = tl.arange(0, BT)
-    o_k = tl.arange(0, BK)
-    o_v = i_v * BV + tl.arange(0, BV)
-    m_k = o_k < K
-    m_v = o_v < V
+    o_t, o_k, o_v, m_k, m_v = _tile_offsets(i_v, K, V, BT, BK, BV)
     # transposed causal mask: row j (key) <= column i (query)
     causal_t = o_t[:, None] <= o_t[None, :]
     strict_t = o_t[:, None] < o_t[None, :]
 
-    p_q0 = q + i_b * s_qb + i_h * s_qh + o_k[None, :] * s_qk
-    p_k0 = k + i_b * s_kb + i_h * s_kh + o_k[None, :] * s_kk
-    p_v0 = v + i_b * s_vb + i_h * s_vh + o_v[None, :] * s_vv
-    p_do0 = do + i_b * s_db + i_h * s_dh + o_v[None, :] * s_dv
+    p_q0 = _head_ptr(q, i_b, i_h, s_qb, s_qh, o_k, s_qk)
+    p_k0 = _head_ptr(k, i_b, i_h, s_kb, s_kh, o_k, s_kk)
+    p_v0 = _head_ptr(v, i_b, i_h, s_vb, s_vh, o_v, s_vv)
+    p_do0 = _head_ptr(do, i_b, i_h, s_db, s_dh, o_v, s_dv)
     p_g0 = g + i_b * s_gb + i_h * s_gh
-    s_off = (i_n.to(tl.int64) * H + i_h) * K * V + o_k[:, None] * V + o_v[None, :]
-    m_s = m_k[:, None] & m_v[None, :]
-
-    if USE_DHT:
-        b_ds = tl.load(dht + s_off, mask=m_s, other=0.0).to(tl.float32)
-    else:
-        b_ds = tl.zeros([BK, BV], dtype=tl.float32)
+    s_off, m_s = _state_offsets(i_n, i_h, H, K, V, o_k, o_v, m_k, m_v)
+    b_ds = _load_state(dht, s_off, m_s, USE_DHT, BK, BV)
 
     NC = tl.cdiv(eos - bos, BT)
     for i_r in range(0, NC):
-        i_c = NC - 1 - i_r
-        t = bos + i_c * BT + o_t
-        m_t = t < eos
+        t, m_t = _chunk_tokens(bos, eos, NC - 1 - i_r, o_t, BT)
         m_tk = m_t[:, None] & m_k[None, :]
         m_tv = m_t[:, None] & m_v[None, :]
         b_q = tl.load(p_q0 + t[:, None] * s_qt, mask=m_tk, other=0.0)
         b_k = tl.load(p_k0 + t[:, None] * s_kt, mask=m_tk, other=0.0)
         b_v = tl.load(p_v0 + t[:, None] * s_vt, mask=m_tv, other=0.0)
         b_do = tl.load(p_do0 + t[:, None] * s_dt, mask=m_tv, other=0.0)
-        b_g = tl.load(p_g0 + t * s_gt, mask=m_t, other=0.0).to(tl.float32)
-        b_G = tl.cumsum(b_g, axis=0)
-        # the last entry of G (padding has g = 0), so exp(G_L - G_t) is exactly 1 at the last token
-        b_GL = tl.sum(tl.where(o_t == BT - 1, b_G, 0.0), axis=0)
+        b_G, b_GL = _chunk_decay(p_g0, t, s_gt, m_t, o_t, BT)
 
         # [j, i] = scale * exp(G_i - G_j) for j <= i
         b_Dt = tl.exp(tl.where(causal_t, b_G[None, :] - b_G[:, None], float("-inf"))) * scale
@@ -260,9 +295,9 @@ def _gla_bwd_dkv_kernel(
         row = i_b * T + t
         p_dv = dv + (row[:, None] * H + i_h) * V + o_v[None, :]
         tl.store(p_dv, _cast(b_dv, dv.dtype.element_ty, MODE), mask=m_tv)
-        p_dk = dk_part + ((row[:, None] + i_v * NTOK) * H + i_h) * K + o_k[None, :]
+        p_dk = dk_part + _part_index(row[:, None], i_v, NTOK, H, i_h) * K + o_k[None, :]
         tl.store(p_dk, b_dk, mask=m_tk)
-        tl.store(dg_part + (row + i_v * NTOK) * H + i_h, b_dG, mask=m_t)
+        tl.store(dg_part + _part_index(row, i_v, NTOK, H, i_h), b_dG, mask=m_t)
 
         b_qg = b_q.to(tl.float32) * (tl.exp(b_G) * scale)[:, None]
         b_ds = b_ds * tl.exp(b_GL) + _dot(tl.trans(b_qg), b_do, DT, MODE)
@@ -317,46 +352,29 @@ def _gla_bwd_dq_kernel(
     USE_DHT: tl.constexpr,
     MODE: tl.constexpr,
 ):
-    i_nh = tl.program_id(0)
-    i_v = tl.program_id(1)
-    i_n = i_nh // H
-    i_h = i_nh % H
-    i_b, bos, eos = _seq_bounds(cu, i_n, T, USE_CU)
+    i_n, i_h, i_v, i_b, bos, eos = _program_seq(cu, T, H, USE_CU)
     DT = k.dtype.element_ty
 
-    o_t = tl.arange(0, BT)
-    o_k = tl.arange(0, BK)
-    o_v = i_v * BV + tl.arange(0, BV)
-    m_k = o_k < K
-    m_v = o_v < V
+    o_t, o_k, o_v, m_k, m_v = _tile_offsets(i_v, K, V, BT, BK, BV)
     causal = o_t[:, None] >= o_t[None, :]
 
-    p_q0 = q + i_b * s_qb + i_h * s_qh + o_k[None, :] * s_qk
-    p_k0 = k + i_b * s_kb + i_h * s_kh + o_k[None, :] * s_kk
-    p_v0 = v + i_b * s_vb + i_h * s_vh + o_v[None, :] * s_vv
-    p_do0 = do + i_b * s_db + i_h * s_dh + o_v[None, :] * s_dv
+    p_q0 = _head_ptr(q, i_b, i_h, s_qb, s_qh, o_k, s_qk)
+    p_k0 = _head_ptr(k, i_b, i_h, s_kb, s_kh, o_k, s_kk)
+    p_v0 = _head_ptr(v, i_b, i_h, s_vb, s_vh, o_v, s_vv)
+    p_do0 = _head_ptr(do, i_b, i_h, s_db, s_dh, o_v, s_dv)
     p_g0 = g + i_b * s_gb + i_h * s_gh
-    s_off = (i_n.to(tl.int64) * H + i_h) * K * V + o_k[:, None] * V + o_v[None, :]
-    m_s = m_k[:, None] & m_v[None, :]
-
-    if USE_H0:
-        b_s = tl.load(h0 + s_off, mask=m_s, other=0.0).to(tl.float32)
-    else:
-        b_s = tl.zeros([BK, BV], dtype=tl.float32)
+    s_off, m_s = _state_offsets(i_n, i_h, H, K, V, o_k, o_v, m_k, m_v)
+    b_s = _load_state(h0, s_off, m_s, USE_H0, BK, BV)
 
     NC = tl.cdiv(eos - bos, BT)
     for i_c in range(0, NC):
-        t = bos + i_c * BT + o_t
-        m_t = t < eos
+        t, m_t = _chunk_tokens(bos, eos, i_c, o_t, BT)
         m_tk = m_t[:, None] & m_k[None, :]
         m_tv = m_t[:, None] & m_v[None, :]
         b_k = tl.load(p_k0 + t[:, None] * s_kt, mask=m_tk, other=0.0)
         b_v = tl.load(p_v0 + t[:, None] * s_vt, mask=m_tv, other=0.0)
         b_do = tl.load(p_do0 + t[:, None] * s_dt, mask=m_tv, other=0.0)
-        b_g = tl.load(p_g0 + t * s_gt, mask=m_t, other=0.0).to(tl.float32)
-        b_G = tl.cumsum(b_g, axis=0)
-        # the last entry of G (padding has g = 0), so exp(G_L - G_t) is exactly 1 at the last token
-        b_GL = tl.sum(tl.where(o_t == BT - 1, b_G, 0.0), axis=0)
+        b_G, b_GL = _chunk_decay(p_g0, t, s_gt, m_t, o_t, BT)
 
         b_D = tl.exp(tl.where(causal, b_G[:, None] - b_G[None, :], float("-inf"))) * scale
         b_dA = _dot(b_do, tl.trans(b_v), DT, MODE) * b_D
@@ -364,11 +382,11 @@ def _gla_bwd_dq_kernel(
         b_dq = _dot(b_dA, b_k, DT, MODE) + b_dq_inter
 
         row = i_b * T + t
-        p_dq = dq_part + ((row[:, None] + i_v * NTOK) * H + i_h) * K + o_k[None, :]
+        p_dq = dq_part + _part_index(row[:, None], i_v, NTOK, H, i_h) * K + o_k[None, :]
         tl.store(p_dq, b_dq, mask=m_tk)
         b_q = tl.load(p_q0 + t[:, None] * s_qt, mask=m_tk, other=0.0).to(tl.float32)
         # same program (n, h, v-block) as the one in the dkv kernel that wrote this slot
-        p_dg = dg_part + (row + i_v * NTOK) * H + i_h
+        p_dg = dg_part + _part_index(row, i_v, NTOK, H, i_h)
         b_dG = tl.load(p_dg, mask=m_t, other=0.0) + tl.sum(b_q * b_dq_inter, axis=1)
         tl.store(p_dg, b_dG, mask=m_t)
 
@@ -407,10 +425,7 @@ def _gla_bwd_dg_kernel(
     USE_DHT: tl.constexpr,
     MODE: tl.constexpr,
 ):
-    i_nh = tl.program_id(0)
-    i_n = i_nh // H
-    i_h = i_nh % H
-    i_b, bos, eos = _seq_bounds(cu, i_n, T, USE_CU)
+    i_n, i_h, _, i_b, bos, eos = _program_seq(cu, T, H, USE_CU)
 
     o_t = tl.arange(0, BT)
     o_k = tl.arange(0, BK)
@@ -424,9 +439,7 @@ def _gla_bwd_dg_kernel(
 
     NC = tl.cdiv(eos - bos, BT)
     for i_r in range(0, NC):
-        i_c = NC - 1 - i_r
-        t = bos + i_c * BT + o_t
-        m_t = t < eos
+        t, m_t = _chunk_tokens(bos, eos, NC - 1 - i_r, o_t, BT)
         m_tk = m_t[:, None] & m_k[None, :]
         row = i_b * T + t
         o_out = (row[:, None] * H + i_h) * K + o_k[None, :]
@@ -434,10 +447,10 @@ def _gla_bwd_dg_kernel(
         b_dk = tl.zeros([BT, BK], dtype=tl.float32)
         b_dG = tl.zeros([BT], dtype=tl.float32)
         for i_v in tl.static_range(NV):
-            o_part = ((row[:, None] + i_v * NTOK) * H + i_h) * K + o_k[None, :]
+            o_part = _part_index(row[:, None], i_v, NTOK, H, i_h) * K + o_k[None, :]
             b_dq += tl.load(dq_part + o_part, mask=m_tk, other=0.0)
             b_dk += tl.load(dk_part + o_part, mask=m_tk, other=0.0)
-            b_dG += tl.load(dg_part + (row + i_v * NTOK) * H + i_h, mask=m_t, other=0.0)
+            b_dG += tl.load(dg_part + _part_index(row, i_v, NTOK, H, i_h), mask=m_t, other=0.0)
         b_tot = tl.sum(b_dG, axis=0)
         b_dg = b_tot - tl.cumsum(b_dG, axis=0) + b_dG + b_carry
         b_carry += b_tot
@@ -473,6 +486,30 @@ def _config(K, V, dtype, bwd):
 def chunk_gla_fwd(
     q, k, v, g, scale: float | None, initial_state, cu_seqlens, output_final_state: bool
 ):
+    """Forward of ``chunk_gla``: ``S_t = exp(g_t) S_{t-1} + k_t^T v_t``, ``o_t = scale * q_t S_t``.
+
+    Chunks of 64 tokens; one program per (sequence, head, V block of 32 or 64 columns).
+
+    Args:
+        q: ``[B, T, H, K]``, bfloat16, float16 or float32, any strides.
+        k: ``[B, T, H, K]``, ``q``'s dtype, any strides.
+        v: ``[B, T, H, V]``, ``q``'s dtype, any strides.
+        g: ``[B, T, H]`` float32 log-decay per token and head, any strides.
+        scale: multiplies the output; None means ``K ** -0.5``.
+        initial_state: ``[N, H, K, V]`` float32 state before the first token of each sequence,
+            or None (zeros).
+        cu_seqlens: ``[N + 1]`` int32 or int64 offsets of ``N`` packed sequences in ``T``
+            (needs ``B == 1``; nondecreasing, ``cu_seqlens[0] == 0``, ``cu_seqlens[-1] == T``:
+            tokens outside are not written), or None (``N = B`` sequences of length ``T``).
+        output_final_state: whether to return the state after each sequence's last token.
+
+    Returns:
+        ``(output, final_state)``, newly allocated and contiguous: ``output`` is
+        ``[B, T, H, V]`` in ``q``'s dtype; ``final_state`` is ``[N, H, K, V]`` float32, or None
+        when ``output_final_state`` is false.
+
+    Mutates nothing. ``K <= 256`` (``ValueError`` otherwise); ``V`` is unrestricted.
+    """
     B, T, H, K = q.shape
     scale = K**-0.5 if scale is None else scale
     V = v.shape[-1]
@@ -527,6 +564,24 @@ def chunk_gla_fwd(
 
 
 def chunk_gla_bwd(q, k, v, g, scale: float | None, initial_state, cu_seqlens, do, dht):
+    """Backward of ``chunk_gla``: the gradients of every differentiable forward input.
+
+    Args:
+        q, k, v, g, scale, initial_state, cu_seqlens: as for :func:`chunk_gla_fwd`
+            (``q, k: [B, T, H, K]``, ``v: [B, T, H, V]``, ``g: [B, T, H]`` float32,
+            ``initial_state: [N, H, K, V]`` float32 or None, ``cu_seqlens: [N + 1]`` or None).
+        do: ``[B, T, H, V]``, the gradient of ``output`` (``q``'s dtype), any strides.
+        dht: ``[N, H, K, V]`` float32, the gradient of ``final_state``, or None (zero).
+
+    Returns:
+        ``(dq, dk, dv, dg, dh0)``, newly allocated and contiguous: ``dq`` ``[B, T, H, K]`` in
+        ``q``'s dtype, ``dk`` ``[B, T, H, K]`` in ``k``'s dtype, ``dv`` ``[B, T, H, V]`` in
+        ``v``'s dtype, ``dg`` ``[B, T, H]`` float32, ``dh0`` ``[N, H, K, V]`` float32 (the
+        gradient of ``initial_state``, returned also when it is None).
+
+    Mutates nothing; allocates float32 scratch of ``NV * (2 * B * T * H * K + B * T * H + N * H)``
+    elements (``NV`` = number of V blocks). ``K <= 256`` (``ValueError`` otherwise).
+    """
     B, T, H, K = q.shape
     scale = K**-0.5 if scale is None else scale
     V = v.shape[-1]

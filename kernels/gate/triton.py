@@ -180,6 +180,23 @@ def _blocks(HK):
 
 
 def gate_fwd(g, A_log, dt_bias, kind: str, lower_bound: float) -> torch.Tensor:
+    """Forward of ``gate``, in float32, with ``x = g + dt_bias`` and ``a = exp(A_log[h])``.
+
+    ``kind="softplus"``: ``out = -a * softplus(x)``; ``kind="lower_bound"``:
+    ``out = lower_bound * sigmoid(a * x)``.
+
+    Args:
+        g: ``[..., H, K]``, bfloat16, float16 or float32, any number of leading dims, any strides.
+        A_log: ``[H]`` float32, or None (``a = 1``).
+        dt_bias: ``[H * K]`` float32, or None (zero bias).
+        kind: ``"softplus"`` or ``"lower_bound"``; anything else raises ``ValueError``.
+        lower_bound: the scale of the ``"lower_bound"`` variant (unused by ``"softplus"``).
+
+    Returns:
+        ``out``: ``[..., H, K]`` float32, newly allocated and contiguous.
+
+    Mutates nothing.
+    """
     kind_id = _kind_id(kind)
     H, K = g.shape[-2], g.shape[-1]
     out = g.new_empty(g.shape, dtype=torch.float32)
@@ -218,6 +235,21 @@ def gate_fwd(g, A_log, dt_bias, kind: str, lower_bound: float) -> torch.Tensor:
 def gate_bwd(
     g, A_log, dt_bias, grad_out, kind: str, lower_bound: float
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Backward of ``gate``, with the parameter gradients already reduced over the leading dims.
+
+    Args:
+        g, A_log, dt_bias, kind, lower_bound: as for :func:`gate_fwd` (``g: [..., H, K]``,
+            ``A_log: [H]`` float32 or None, ``dt_bias: [H * K]`` float32 or None).
+        grad_out: ``[..., H, K]``, the gradient of ``out`` (float32, or any floating dtype),
+            any strides.
+
+    Returns:
+        ``(grad_g, grad_A_log, grad_dt_bias)``, newly allocated and contiguous: ``grad_g`` is
+        ``[..., H, K]`` in ``g``'s dtype; ``grad_A_log`` is ``[H]`` float32 and ``grad_dt_bias``
+        ``[H * K]`` float32, each all zeros when the parameter is None.
+
+    Mutates nothing. Unknown ``kind`` raises ``ValueError``.
+    """
     kind_id = _kind_id(kind)
     H, K = g.shape[-2], g.shape[-1]
     HK = H * K

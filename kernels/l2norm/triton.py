@@ -44,7 +44,21 @@ def _launch_config(D: int) -> tuple[int, int]:
 
 
 def l2norm_fwd(x: Tensor, eps: float) -> tuple[Tensor, Tensor]:
-    """Return ``(y, rstd)``: y has x's shape and dtype, rstd is float32 over the leading dims."""
+    """Forward of ``l2norm``: ``y = x * rstd`` with ``rstd = 1 / sqrt(sum(x**2, -1) + eps)``.
+
+    Args:
+        x: ``[..., D]``, bfloat16, float16 or float32, any number of leading dims, any strides
+            (a non-contiguous ``x`` is copied to a contiguous one first).
+        eps: added to the sum of squares of each row.
+
+    Returns:
+        ``(y, rstd)``, both newly allocated and contiguous: ``y`` is ``[..., D]`` in ``x``'s
+        dtype, ``rstd`` is ``[...]`` float32 (kept for the backward). With no rows or ``D == 0``
+        nothing is launched and ``rstd`` is ``eps ** -0.5``.
+
+    Mutates nothing. A program holds whole rows (``next_power_of_2(D)`` columns), so there is
+    no fixed limit on ``D`` beyond register pressure.
+    """
     D = x.shape[-1]
     x2 = x.reshape(-1, D).contiguous()
     n_rows = x2.shape[0]
@@ -60,7 +74,18 @@ def l2norm_fwd(x: Tensor, eps: float) -> tuple[Tensor, Tensor]:
 
 
 def l2norm_bwd(grad_y: Tensor, x: Tensor, rstd: Tensor) -> Tensor:
-    """Return ``grad_x`` in x's dtype and shape."""
+    """Backward of ``l2norm``: ``grad_x = rstd * (grad_y - y * <grad_y, y>)`` with ``y = x * rstd``.
+
+    Args:
+        grad_y: ``[..., D]``, the gradient of ``y`` (any floating dtype, any strides).
+        x: ``[..., D]``, the forward input, bfloat16, float16 or float32, any strides.
+        rstd: ``[...]`` float32, the second output of :func:`l2norm_fwd`.
+
+    Returns:
+        ``grad_x``: ``[..., D]`` in ``x``'s dtype, newly allocated and contiguous.
+
+    Mutates nothing.
+    """
     D = x.shape[-1]
     x2 = x.reshape(-1, D).contiguous()
     dy2 = grad_y.reshape(-1, D).contiguous()

@@ -69,6 +69,26 @@ def _recurrent_gla_step_kernel(
 
 
 def recurrent_gla_step(state, q, k, v, g, scale: float) -> Tensor:
+    """One decode step of gated linear attention, updating ``state`` in place.
+
+    Per batch and head: ``state <- exp(g) * state + k^T v``, then
+    ``output = scale * q @ state`` with the updated state.
+
+    Args:
+        state: ``[B, H, K, V]`` float32, any strides. **Mutated**: overwritten with the new state.
+        q: ``[B, H, K]``, bfloat16, float16 or float32, any strides.
+        k: ``[B, H, K]``, ``q``'s dtype.
+        v: ``[B, H, V]``, ``q``'s dtype.
+        g: ``[B, H]`` float32, the log-decay (``<= 0`` in practice).
+        scale: multiplies the output.
+
+    Returns:
+        ``output``: ``[B, H, V]`` in ``q``'s dtype, newly allocated and contiguous; computed in
+        float32 from the updated state.
+
+    One program holds a whole ``K`` (``next_power_of_2(K)``, at least 16) against a V block of at
+    most ``4096 // BK`` (at least 16) columns, so very large ``K`` costs registers.
+    """
     B, H, K, V = state.shape
     o = torch.empty((B, H, V), dtype=q.dtype, device=q.device)
     if o.numel() == 0:
