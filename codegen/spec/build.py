@@ -1,10 +1,8 @@
-"""Builds the frozen spec model from located YAML nodes: the spec and each operator.
-
-``build`` checks the top-level keys and each operator's keys, names and integration, and hands
-each section to its builder (``build_stages.py``, ``build_tensors.py``, ``build_tests.py``), all
-reporting through one ``Reader``. It collects every problem and returns ``None`` for an operator
-(or spec) it cannot build; ``resolve/validate`` then checks what spans sections (schemas against
-declarations).
+"""Builds the frozen spec model from located YAML nodes: the spec and each operator. ``build``
+checks the top-level keys and each operator's keys, names and integration, and hands each section to
+its builder (``build_stages.py``, ``build_tensors.py``, ``build_tests.py``), all reporting through
+one ``Reader``. It collects every problem and returns ``None`` for an operator (or spec) it cannot
+build; ``resolve/validate`` then checks what spans sections (schemas against declarations).
 """
 
 from __future__ import annotations

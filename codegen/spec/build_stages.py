@@ -1,10 +1,8 @@
-"""Builds the stages of an operator and what its public function chooses among or checks.
-
-The forward and backward stages (schema plus a launcher per device), the forward's arity pair
-(a wider twin chosen by a flag), derived and dynamic dims, variants (scalar arguments restricted
-to listed values) and constraints (relations between dims). Each function checks the structure of
-its section, reports through the shared ``Reader`` and returns ``None`` when the section is
-unusable.
+"""Builds the stages of an operator and what its public function chooses among or checks. The
+forward and backward stages (schema plus a launcher per device), the forward's arity pair (a wider
+twin chosen by a flag), derived and dynamic dims, variants (scalar arguments restricted to listed
+values) and constraints (relations between dims). Each function checks the structure of its section,
+reports through the shared ``Reader`` and returns ``None`` when the section is unusable.
 """
 
 from __future__ import annotations

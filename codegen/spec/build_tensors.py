@@ -1,5 +1,4 @@
 """Builds the tensor declarations of an operator: its inputs and outputs, their shapes and dtypes.
-
 An input carries its shape, allowed dtypes (or the input whose dtype it takes), whether it is
 differentiable or mutated, and how tests fill it; an output carries its shape, a fixed dtype or the
 input whose dtype it takes, and whether the public function returns it. Names that must match the

@@ -1,9 +1,8 @@
-"""Builds an operator's test plan: samples, test dtypes, tolerances, the seed and varlen.
-
-A sample gives dim sizes, the ``batch`` sizes of ``...``, and values of scalar arguments or
-literal tensor inputs; tolerances map dtypes to ``[atol, rtol]``; ``varlen`` names the offsets
-input and packed dim of a variable-length test. Whether samples fit the operator's dims and
-arguments is checked later, in ``resolve/validate``.
+"""Builds an operator's test plan: samples, test dtypes, tolerances, the seed and varlen. A sample
+gives dim sizes, the ``batch`` sizes of ``...``, and values of scalar arguments or literal tensor
+inputs; tolerances map dtypes to ``[atol, rtol]``; ``varlen`` names the offsets input and packed dim
+of a variable-length test. Whether samples fit the operator's dims and arguments is checked later,
+in ``resolve/validate``.
 """
 
 from __future__ import annotations

@@ -1,7 +1,6 @@
-"""The frozen spec model: the dataclasses and Enums an ``ops.yaml`` is built into.
-
-``build.py`` builds it from located YAML nodes, checking the structure of each section; the
-``resolve`` stage then computes each operator's facts and checks what spans sections.
+"""The frozen spec model: the dataclasses and Enums an ``ops.yaml`` is built into. ``build.py``
+builds it from located YAML nodes, checking the structure of each section; the ``resolve`` stage
+then computes each operator's facts and checks what spans sections.
 """
 
 from __future__ import annotations

@@ -1,6 +1,5 @@
-"""The node reader every section builder shares: error reporting and the checks of a single node.
-
-A ``Reader`` reports each problem with the operator being built, reads a mapping while reporting
+"""The node reader every section builder shares: error reporting and the checks of a single node. A
+``Reader`` reports each problem with the operator being built, reads a mapping while reporting
 unknown keys (with a did-you-mean hint, or the feature a later spec version may add) and missing
 required ones, and reads non-empty strings and identifiers. The section builders
 (``build_stages.py``, ``build_tensors.py``, ``build_tests.py``) and ``build.py`` call it.
