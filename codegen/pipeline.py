@@ -5,9 +5,10 @@ from __future__ import annotations
 from .emit.render import render
 from .resolve.resolved import ResolvedOp, resolve
 from .resolve.validate import validate
+from .spec.build import build
 from .spec.errors import Errors
 from .spec.load import load_spec
-from .spec.model import Spec, build
+from .spec.model import Spec
 
 
 def analyse(

@@ -1,0 +1,180 @@
+"""Checks the backward schema against the forward: argument roles, gradients, and its fake. Each
+backward argument is a forward argument of the same type, a saved forward output, or the gradient of
+a public output (optional exactly for the arity pair's extras), as the resolved op's roles say; each
+return is ``grad_<input>`` of a differentiable input, every floating differentiable input has one,
+and the backward takes what its fake needs to size and type each gradient. Without a backward, every
+output must be public.
+"""
+
+from __future__ import annotations
+
+from ..dims import bind_from
+from ..resolved import GRAD_PREFIX, ResolvedOp, Role
+from .report import Report
+from .tensors import allowed_dtypes
+
+
+def backward(r: ResolvedOp, report: Report) -> None:
+    op = r.op
+    if op.backward is None:
+        for out in op.outputs:
+            if not out.public:
+                report.error(
+                    out.loc,
+                    f"output '{out.name}' is not public and there is no backward to use it",
+                )
+        return
+    used = _arguments(r, report)
+    for out in op.outputs:
+        if not out.public and out.name not in used:
+            report.error(
+                out.loc,
+                f"output '{out.name}' is neither public nor used by the backward schema",
+            )
+    grads = _returns(r, report)
+    _fake(r, report, grads)
+    for decl in op.inputs:
+        arg = op.forward.schema.argument(decl.name)
+        if arg is None or not arg.is_tensor:
+            continue
+        if (
+            decl.differentiable
+            and decl.name not in grads
+            and any(d.is_floating for d in allowed_dtypes(op, decl))
+        ):
+            report.error(
+                decl.loc,
+                f"input '{decl.name}' has no gradient in the backward schema; return 'grad_{decl.name}' or mark it 'differentiable: false'",
+            )
+
+
+def _arguments(r: ResolvedOp, report: Report) -> set[str]:
+    """Checks each backward argument by its role; returns the saved outputs it uses."""
+    op = r.op
+    bwd, loc = op.backward.schema, op.backward.schema_loc
+    fwd = op.forward.schema
+    public = set(r.public_outputs)
+    used = set()
+    for arg, role in zip(bwd.arguments, r.backward_args, strict=True):
+        if arg.is_write or arg.alias:
+            report.error(
+                loc, f"backward schema: argument '{arg.name}' must not be aliased or mutated"
+            )
+        if role.role is Role.GRADIENT:
+            if role.source not in public:
+                report.error(
+                    loc,
+                    f"backward schema: '{arg.name}' is the gradient of output '{role.source}', which is not public",
+                )
+            elif not arg.is_tensor:
+                report.error(loc, f"backward schema: '{arg.name}' must be a Tensor")
+            elif arg.optional != (role.source in r.pair_extras):
+                kind = (
+                    "Tensor? (None when the flag is false)" if arg.optional is False else "Tensor"
+                )
+                report.error(loc, f"backward schema: '{arg.name}' must be {kind}")
+            continue
+        if role.role is Role.ARGUMENT:
+            fa = fwd.argument(arg.name)
+            if fa.type != arg.type:
+                report.error(
+                    loc,
+                    f"backward schema: '{arg.name}' is {arg.type} here but {fa.type} in the forward schema",
+                )
+            continue
+        if role.role is Role.SAVED:
+            used.add(arg.name)
+            if arg.type != "Tensor":
+                report.error(loc, f"backward schema: saved output '{arg.name}' must be a Tensor")
+            continue
+        grads = ", ".join(f"grad_{o}" for o in sorted(public))
+        report.error(
+            loc,
+            f"backward schema: argument '{arg.name}' is neither a forward argument, a forward output, nor an incoming gradient ({grads})",
+        )
+    return used
+
+
+def _returns(r: ResolvedOp, report: Report) -> set[str]:
+    """Checks that each backward return differentiates an input; returns the inputs that have one."""
+    op = r.op
+    bwd, loc = op.backward.schema, op.backward.schema_loc
+    grads = set()
+    for i, (ret, grad) in enumerate(zip(bwd.returns, r.gradients, strict=True)):
+        name = ret.name
+        if name is None or not name.startswith(GRAD_PREFIX):
+            report.error(
+                loc,
+                f"backward schema: return {i} must be named 'grad_<input>' to say which input it differentiates",
+            )
+            continue
+        if grad.input is None:
+            report.error(
+                loc,
+                f"backward schema: return '{name}' names no tensor input '{name[len(GRAD_PREFIX) :]}'",
+            )
+            continue
+        target = op.input(grad.input)
+        if not target.differentiable:
+            report.error(
+                loc,
+                f"backward schema: input '{target.name}' is marked 'differentiable: false' but has gradient '{name}'",
+            )
+        grads.add(grad.input)
+    return grads
+
+
+def _fake(r: ResolvedOp, report: Report, grads: set[str]) -> None:
+    """The backward fake sizes each gradient from the backward's own arguments."""
+    op, bwd = r.op, r.op.backward.schema
+    loc = op.backward.schema_loc
+    required = {a.name for a in bwd.arguments if a.is_tensor and not a.optional}
+    present = {a.name for a in bwd.arguments}
+    p = r.plan
+    derived = {d.name: d for d in op.dims}
+    for name in sorted(grads):
+        decl = op.input(name)
+        arg = op.forward.schema.argument(name)
+        if decl is None or arg is None:
+            continue
+        if arg.optional and name not in present:
+            report.error(
+                loc,
+                f"backward schema: returns 'grad_{name}' of optional input '{name}' but does not take '{name}', so the autograd.Function cannot tell whether it was given",
+            )
+        if name in required:
+            continue
+        needed = [n for e in decl.shape.entries if e != "..." for n in e.names]
+        seen: set[str] = set()
+        missing: list[str] = []
+        while needed:
+            dim = needed.pop(0)
+            if dim in seen:
+                continue
+            seen.add(dim)
+            if dim in derived:
+                needed.extend(derived[dim].expr.names)
+                missing += [t for t in derived[dim].expr.tensors if t not in present]
+            elif dim in p.bound and bind_from(op, p, dim, required) is None:
+                missing.append(p.bound[dim].tensor)
+        for tensor in dict.fromkeys(missing):
+            report.error(
+                loc,
+                f"backward schema: the fake of 'grad_{name}' needs the sizes of '{tensor}'; "
+                f"add '{tensor}' to the backward arguments",
+            )
+        if decl.shape.has_ellipsis and p.batch_source not in required:
+            report.error(
+                loc,
+                f"backward schema: the fake of 'grad_{name}' needs the leading dims of '{p.batch_source}'; add it to the backward arguments",
+            )
+        if not decl.same_dtype_as and len(decl.dtypes) > 1:
+            report.error(
+                loc,
+                f"backward schema: the fake of 'grad_{name}' cannot know its dtype ({'/'.join(d.torch_name for d in decl.dtypes)}) without a required '{name}' argument",
+            )
+        elif decl.same_dtype_as and decl.same_dtype_as not in required:
+            report.error(
+                loc,
+                f"backward schema: the fake of 'grad_{name}' takes the dtype of '{decl.same_dtype_as}'; add it to the backward arguments",
+            )

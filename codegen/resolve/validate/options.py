@@ -1,0 +1,109 @@
+"""Checks what an operator offers beyond one forward call, against its forward schema. The arity
+pair (same arguments, the forward's returns then extra ones, a flag that collides with nothing,
+public extra outputs), variants (values of the argument's type, the default among them), constraints
+(dims some input binds, an optional tensor for 'when', samples that satisfy them), and the
+integration (triton_op and eager register one launcher for every device).
+"""
+
+from __future__ import annotations
+
+from ...spec.errors import did_you_mean
+from ..resolved import ResolvedOp
+from .report import Report
+
+
+def arity_pair(r: ResolvedOp, report: Report) -> None:
+    op, pair = r.op, r.op.arity_pair
+    fwd = op.forward.schema
+    loc = pair.schema_loc
+    ours = [(a.name, a.type, a.default, a.is_write, a.kwarg_only) for a in pair.schema.arguments]
+    theirs = [(a.name, a.type, a.default, a.is_write, a.kwarg_only) for a in fwd.arguments]
+    if ours != theirs:
+        report.error(loc, "arity_pair schema must take exactly the arguments of the forward schema")
+    n = len(fwd.returns)
+    if [r.name for r in pair.schema.returns[:n]] != [r.name for r in fwd.returns]:
+        report.error(
+            loc,
+            "arity_pair schema must return the forward schema's returns first, then the extra ones",
+        )
+    elif len(pair.schema.returns) == n:
+        report.error(
+            loc, "arity_pair schema adds no return; the pair differs only by trailing returns"
+        )
+    if fwd.argument(pair.flag) is not None or op.output(pair.flag) is not None:
+        report.error(
+            pair.loc, f"arity_pair flag '{pair.flag}' collides with an argument or output name"
+        )
+    if pair.after is not None and fwd.argument(pair.after) is None:
+        report.error(pair.loc, f"arity_pair 'after' names no forward argument: '{pair.after}'")
+    for extra in r.pair_extras:
+        out = op.output(extra)
+        if out is not None and not out.public:
+            report.error(out.loc, f"output '{extra}' of the arity pair must be public")
+
+
+def variants(r: ResolvedOp, report: Report) -> None:
+    fwd = r.op.forward.schema
+    types = {"str": str, "int": int, "SymInt": int, "bool": bool, "float": (int, float)}
+    for v in r.op.variants:
+        arg = fwd.argument(v.arg)
+        if arg is None or arg.type not in types:
+            scalars = [a.name for a in fwd.arguments if a.type in types]
+            report.error(
+                v.loc,
+                f"variant '{v.arg}' is not a str/int/bool/float argument of the forward schema{did_you_mean(v.arg, scalars)}",
+            )
+            continue
+        for value in v.values:
+            ok = isinstance(value, types[arg.type]) and (
+                arg.type == "bool" or not isinstance(value, bool)
+            )
+            if not ok:
+                report.error(v.loc, f"variant value {value!r} is not a {arg.type}")
+        if arg.has_default and not any(
+            type(arg.default_value) is type(x) and arg.default_value == x for x in v.values
+        ):
+            report.error(
+                v.loc,
+                f"the schema default of '{v.arg}' ({arg.default}) is not one of its variant values",
+            )
+
+
+def constraints(r: ResolvedOp, report: Report) -> None:
+    op = r.op
+    p = r.plan
+    fwd = op.forward.schema
+    for c in op.constraints:
+        for n in c.check.names:
+            if n not in p.bound:
+                report.error(
+                    c.loc, f"constraint '{c.check.text}' reads '{n}', which no input binds"
+                )
+        if c.when is not None:
+            arg = fwd.argument(c.when)
+            if arg is None or not arg.is_tensor or not arg.optional:
+                report.error(
+                    c.loc,
+                    f"constraint 'when' must name an optional tensor input, got '{c.when}'",
+                )
+        literal = r.literal_inputs
+        for s in op.tests.samples:
+            # A literal input is given only by the samples that spell it out; other optional
+            # inputs are given in some test configuration of every sample.
+            if c.when in literal and s.get(c.when) is None:
+                continue
+            env = s.env()
+            if all(n in env for n in c.check.names) and not c.check.holds(env):
+                report.error(s.loc, f"sample breaks constraint '{c.check.text}'")
+
+
+def integration(r: ResolvedOp, report: Report) -> None:
+    op = r.op
+    if op.integration.value == "opaque":
+        return
+    for stage in (op.forward, op.backward):
+        if stage is not None and len({launcher.ref for launcher in stage.launchers}) != 1:
+            report.error(
+                stage.loc,
+                f"integration '{op.integration.value}' registers one launcher for every device; use the same 'module:function' for each",
+            )

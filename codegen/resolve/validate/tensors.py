@@ -1,0 +1,109 @@
+"""Checks the declared inputs and outputs against the forward schema. Each input is a Tensor
+argument with a valid dtype source and matching mutability, functional when there is a backward, and
+floating when differentiable; each return has an output, listed in return order, with a valid dtype
+source, and some output is public.
+"""
+
+from __future__ import annotations
+
+from ...spec.errors import did_you_mean, one_of
+from ...spec.model import DType, Op, TensorDecl
+from ...spec.names import check_name
+from ..resolved import ResolvedOp
+from .report import Report
+
+
+def inputs(r: ResolvedOp, report: Report) -> None:
+    op, fwd = r.op, r.op.forward.schema
+    tensor_args = [a.name for a in fwd.tensor_arguments]
+    for decl in op.inputs:
+        arg = fwd.argument(decl.name)
+        if arg is None or not arg.is_tensor:
+            report.error(
+                decl.loc,
+                f"input '{decl.name}' is not a Tensor argument of the forward schema"
+                f"{did_you_mean(decl.name, tensor_args)}; tensor arguments: {one_of(tensor_args) or 'none'}",
+            )
+        if decl.same_dtype_as is not None:
+            other = op.input(decl.same_dtype_as)
+            if other is None or other.name == decl.name or other.same_dtype_as is not None:
+                report.error(
+                    decl.loc,
+                    f"dtype of input '{decl.name}' must be a dtype ({one_of(DType.names())}) or another input with 'dtypes', got '{decl.same_dtype_as}'",
+                )
+        if arg is not None and arg.is_tensor and decl.mutated != arg.is_write:
+            if decl.mutated:
+                report.error(
+                    decl.loc,
+                    f"input '{decl.name}' is marked 'mutated: true' but the forward schema does not declare it mutable; write 'Tensor(a!) {decl.name}'",
+                )
+            else:
+                report.error(
+                    decl.loc,
+                    f"the forward schema declares '{decl.name}' mutable (a!) but the input is not marked 'mutated: true'",
+                )
+        if decl.mutated and op.backward is not None:
+            report.error(
+                decl.loc,
+                f"input '{decl.name}' is mutated in place; operators with a backward must be functional",
+            )
+        if decl.differentiable and not any(d.is_floating for d in allowed_dtypes(r.op, decl)):
+            if op.backward is not None:
+                report.error(
+                    decl.loc,
+                    f"input '{decl.name}' has no floating dtype; mark it 'differentiable: false'",
+                )
+    declared = {d.name for d in op.inputs}
+    for name in tensor_args:
+        if name not in declared:
+            report.error(
+                op.forward.schema_loc,
+                f"tensor argument '{name}' has no entry under 'inputs' (shape and dtypes)",
+            )
+
+
+def allowed_dtypes(op: Op, decl: TensorDecl) -> tuple[DType, ...]:
+    """The dtypes an input allows, following ``same_dtype_as`` to the input it names."""
+    if decl.same_dtype_as is not None:
+        other = op.input(decl.same_dtype_as)
+        return other.dtypes if other is not None else ()
+    return decl.dtypes
+
+
+def outputs(r: ResolvedOp, report: Report) -> None:
+    op, fwd = r.op, r.op.forward.schema
+    full = op.arity_pair.schema if op.arity_pair is not None else fwd
+    returns = [r.name for r in full.returns if r.name]
+    arg_names = {a.name for a in fwd.arguments}
+    unnamed = any(r.name is None for r in full.returns)
+    for decl in op.outputs:
+        if (problem := check_name(decl.name, "output name")) is not None:
+            report.error(decl.loc, problem)
+        if decl.name not in returns and not unnamed:
+            report.error(
+                decl.loc,
+                f"output '{decl.name}' is not a return of the forward schema{did_you_mean(decl.name, returns)}; returns: {one_of(returns) or 'none'}",
+            )
+        if decl.name in arg_names:
+            report.error(decl.loc, f"output '{decl.name}' has the name of an argument")
+        if decl.dtype_of is not None and op.input(decl.dtype_of) is None:
+            report.error(
+                decl.loc,
+                f"dtype of output '{decl.name}' names '{decl.dtype_of}', which is neither a dtype ({one_of(DType.names())}) nor an input",
+            )
+    declared = [d.name for d in op.outputs]
+    if [r for r in returns if r in declared] != [d for d in declared if d in returns]:
+        report.error(
+            op.outputs[0].loc,
+            f"outputs must be listed in the order of the forward returns: {one_of(returns)}",
+        )
+    for name in returns:
+        if name not in declared:
+            report.error(
+                op.forward.schema_loc,
+                f"return '{name}' has no entry under 'outputs' (shape and dtype)",
+            )
+    if not any(o.public for o in op.outputs):
+        report.error(
+            op.outputs[0].loc, "no output is public; the public function would return nothing"
+        )

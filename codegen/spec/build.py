@@ -1,0 +1,161 @@
+"""Builds the frozen spec model from located YAML nodes: the spec and each operator. ``build``
+checks the top-level keys and each operator's keys, names and integration, and hands each section to
+its builder (``build_stages.py``, ``build_tensors.py``, ``build_tests.py``), all reporting through
+one ``Reader``. It collects every problem and returns ``None`` for an operator (or spec) it cannot
+build; ``resolve/validate`` then checks what spans sections (schemas against declarations).
+"""
+
+from __future__ import annotations
+
+import re
+
+from . import build_stages, build_tensors, build_tests
+from .errors import Errors, Location
+from .load import Node
+from .model import SPEC_VERSION, Integration, Op, Spec
+from .reader import Reader
+
+TOP_KEYS = ("version", "namespace", "package", "ops")
+OP_KEYS = (
+    "doc",
+    "integration",
+    "forward",
+    "backward",
+    "inputs",
+    "outputs",
+    "dims",
+    "variants",
+    "constraints",
+    "reference",
+    "tests",
+)
+
+
+def build(root: Node, path: str, errors: Errors) -> Spec | None:
+    return _spec(Reader(path, errors), root)
+
+
+def _spec(reader: Reader, root: Node) -> Spec | None:
+    m = reader.mapping(root, "the spec", TOP_KEYS, required=("version", "ops"))
+    if m is None:
+        return None
+    version = m.get("version")
+    if version is not None and (version.value != SPEC_VERSION or isinstance(version.value, bool)):
+        reader.error(
+            version.loc,
+            f"unsupported spec version {version.value!r}; this generator reads version {SPEC_VERSION}",
+        )
+        return None
+    namespace = "attnops"
+    ns_node = m.get("namespace")
+    if ns_node is None:
+        reader.error(root.loc, "the spec is missing required key 'namespace'")
+    else:
+        ns = reader.string(ns_node, "namespace")
+        if ns and reader.name(ns, ns_node.loc, "namespace"):
+            namespace = ns
+    package = namespace
+    pkg_node = m.get("package")
+    if pkg_node is not None:
+        pkg = reader.string(pkg_node, "package")
+        if pkg and reader.name(pkg, pkg_node.loc, "package"):
+            package = pkg
+    ops_node = m.get("ops")
+    ops: list[Op] = []
+    if ops_node is not None:
+        if not ops_node.is_map or not ops_node.value.entries:
+            reader.error(
+                ops_node.loc,
+                "'ops' must be a non-empty mapping of operator names to definitions",
+            )
+        else:
+            for name, node in ops_node.value.items():
+                reader.op = name
+                op = _op(reader, name, ops_node.value.key_loc(name), node, namespace)
+                reader.op = None
+                if op is not None:
+                    ops.append(op)
+    return Spec(SPEC_VERSION, namespace, package, tuple(ops), reader.path)
+
+
+def _op(reader: Reader, name: str, key_loc: Location, node: Node, namespace: str) -> Op | None:
+    ok = reader.name(name, key_loc, "operator name")
+    if ok and not re.fullmatch(r"[a-z][a-z0-9_]*", name):
+        reader.error(key_loc, f"operator name '{name}' must be lower_snake_case")
+        ok = False
+    m = reader.mapping(
+        node,
+        "an operator",
+        OP_KEYS,
+        required=("doc", "forward", "inputs", "outputs", "reference", "tests"),
+    )
+    if m is None:
+        return None
+    doc = reader.string(m.get("doc"), "doc") or ""
+    integration = Integration.OPAQUE
+    if (n := m.get("integration")) is not None:
+        try:
+            integration = Integration.parse(n.value)
+        except ValueError as exc:
+            reader.error(n.loc, str(exc))
+    qual = f"{namespace}::{name}"
+    forward = (
+        build_stages.stage(reader, m.get("forward"), f"{qual}_fwd", "forward")
+        if m.get("forward")
+        else None
+    )
+    arity_pair = None
+    fwd_node = m.get("forward")
+    if fwd_node is not None and fwd_node.is_map and fwd_node.value.get("arity_pair") is not None:
+        arity_pair = build_stages.arity_pair(
+            reader, fwd_node.value.get("arity_pair"), f"{qual}_fwd_pair"
+        )
+        if arity_pair is None:
+            forward = None
+    dims, dynamic = build_stages.dims(reader, m.get("dims")) if m.get("dims") else ((), ())
+    variants = build_stages.variants(reader, m.get("variants")) if m.get("variants") else ()
+    constraints = (
+        build_stages.constraints(reader, m.get("constraints")) if m.get("constraints") else ()
+    )
+    backward = (
+        build_stages.stage(reader, m.get("backward"), f"{qual}_bwd", "backward")
+        if m.get("backward")
+        else None
+    )
+    inputs = build_tensors.inputs(reader, m.get("inputs")) if m.get("inputs") else None
+    outputs = build_tensors.outputs(reader, m.get("outputs")) if m.get("outputs") else None
+    ref_node = m.get("reference")
+    reference = build_stages.launcher_ref(reader, ref_node, "reference") if ref_node else None
+    tests = build_tests.tests(reader, m.get("tests")) if m.get("tests") else None
+    if not ok or None in (
+        forward,
+        inputs,
+        outputs,
+        reference,
+        tests,
+        dims,
+        variants,
+        constraints,
+    ):
+        return None
+    if m.get("backward") is not None and backward is None:
+        return None
+    return Op(
+        name=name,
+        namespace=namespace,
+        doc=doc.strip(),
+        integration=integration,
+        forward=forward,
+        backward=backward,
+        inputs=inputs,
+        outputs=outputs,
+        reference=reference,
+        reference_loc=ref_node.loc,
+        tests=tests,
+        loc=key_loc,
+        dims=dims,
+        dynamic_dims=dynamic,
+        variants=variants,
+        arity_pair=arity_pair,
+        constraints=constraints,
+    )

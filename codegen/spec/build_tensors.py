@@ -1,0 +1,161 @@
+"""Builds the tensor declarations of an operator: its inputs and outputs, their shapes and dtypes.
+An input carries its shape, allowed dtypes (or the input whose dtype it takes), whether it is
+differentiable or mutated, and how tests fill it; an output carries its shape, a fixed dtype or the
+input whose dtype it takes, and whether the public function returns it. Names that must match the
+schema are checked later, in ``resolve/validate``.
+"""
+
+from __future__ import annotations
+
+from .errors import one_of
+from .load import Node
+from .model import INITS, DType, OutputDecl, TensorDecl
+from .reader import Reader, kind
+from .shapes import Shape, ShapeError, parse_shape
+
+INPUT_KEYS = ("shape", "dtypes", "dtype", "differentiable", "mutated", "init")
+OUTPUT_KEYS = ("shape", "dtype", "public")
+
+
+def read_shape(reader: Reader, node: Node | None, what: str) -> Shape | None:
+    if node is None:
+        return None
+    if not node.is_seq:
+        reader.error(node.loc, f"{what} must be a list of dims such as [..., D], got {kind(node)}")
+        return None
+    try:
+        return parse_shape([n.value for n in node.value])
+    except ShapeError as exc:
+        reader.error(node.loc, f"{what}: {exc}")
+        return None
+
+
+def dtype_list(reader: Reader, node: Node, what: str) -> tuple[DType, ...] | None:
+    if not node.is_seq or not node.value:
+        reader.error(node.loc, f"{what} must be a non-empty list of dtypes")
+        return None
+    out = []
+    for item in node.value:
+        try:
+            dt = DType.parse(item.value)
+        except ValueError as exc:
+            reader.error(item.loc, str(exc))
+            return None
+        if dt in out:
+            reader.error(item.loc, f"dtype '{dt.torch_name}' is listed twice")
+            return None
+        out.append(dt)
+    return tuple(out)
+
+
+def inputs(reader: Reader, node: Node) -> tuple[TensorDecl, ...] | None:
+    if not node.is_map or not node.value.entries:
+        reader.error(
+            node.loc,
+            f"'inputs' must map tensor argument names to constraints, got {kind(node)}",
+        )
+        return None
+    decls, ok = [], True
+    for name, item in node.value.items():
+        m = reader.mapping(item, f"input '{name}'", INPUT_KEYS, required=("shape",))
+        if m is None:
+            ok = False
+            continue
+        shape = read_shape(reader, m.get("shape"), f"shape of input '{name}'")
+        dtypes, same = (), None
+        if m.get("dtypes") is not None and m.get("dtype") is not None:
+            reader.error(
+                m.key_loc("dtype"), f"input '{name}' sets both 'dtype' and 'dtypes'; keep one"
+            )
+            ok = False
+        elif m.get("dtypes") is not None:
+            dtypes = dtype_list(reader, m.get("dtypes"), f"dtypes of input '{name}'")
+        elif m.get("dtype") is not None:
+            d = m.get("dtype")
+            if isinstance(d.value, str) and d.value in DType.names():
+                dtypes = (DType.parse(d.value),)
+            elif isinstance(d.value, str):
+                same = d.value  # the name of another input, checked in validate
+            else:
+                reader.error(
+                    d.loc,
+                    f"dtype of input '{name}' must be a dtype name or another input's name",
+                )
+                ok = False
+        else:
+            reader.error(
+                item.loc,
+                f"input '{name}' needs 'dtypes' (allowed dtypes) or 'dtype' (a dtype or another input's name)",
+            )
+            ok = False
+        flags = {}
+        for key, default in (("differentiable", True), ("mutated", False)):
+            flags[key] = default
+            if (d := m.get(key)) is not None:
+                if not isinstance(d.value, bool):
+                    reader.error(d.loc, f"'{key}' of input '{name}' must be true or false")
+                    ok = False
+                else:
+                    flags[key] = d.value
+        init = "randn"
+        if (d := m.get("init")) is not None:
+            if d.value not in INITS:
+                reader.error(
+                    d.loc,
+                    f"unknown init '{d.value}' of input '{name}'; expected one of: {one_of(INITS)}",
+                )
+                ok = False
+            else:
+                init = d.value
+        if shape is None or dtypes is None:
+            ok = False
+            continue
+        decls.append(
+            TensorDecl(
+                name,
+                shape,
+                dtypes,
+                same,
+                flags["differentiable"],
+                flags["mutated"],
+                init,
+                node.value.key_loc(name),
+            )
+        )
+    return tuple(decls) if ok else None
+
+
+def outputs(reader: Reader, node: Node) -> tuple[OutputDecl, ...] | None:
+    if not node.is_map or not node.value.entries:
+        reader.error(node.loc, "'outputs' must map each forward return name to its shape and dtype")
+        return None
+    decls, ok = [], True
+    for name, item in node.value.items():
+        m = reader.mapping(item, f"output '{name}'", OUTPUT_KEYS, required=("shape", "dtype"))
+        if m is None:
+            ok = False
+            continue
+        shape = read_shape(reader, m.get("shape"), f"shape of output '{name}'")
+        dtype, dtype_of = None, None
+        if (d := m.get("dtype")) is not None:
+            if isinstance(d.value, str) and d.value in DType.names():
+                dtype = DType.parse(d.value)
+            elif isinstance(d.value, str) and d.value:
+                dtype_of = d.value
+            else:
+                reader.error(
+                    d.loc, f"dtype of output '{name}' must be a dtype name or an input's name"
+                )
+                ok = False
+        public = True
+        if (p := m.get("public")) is not None:
+            if not isinstance(p.value, bool):
+                reader.error(p.loc, f"'public' of output '{name}' must be true or false")
+                ok = False
+            else:
+                public = p.value
+        if shape is None or (dtype is None and dtype_of is None):
+            ok = False
+            continue
+        decls.append(OutputDecl(name, shape, dtype, dtype_of, public, node.value.key_loc(name)))
+    return tuple(decls) if ok else None
