@@ -77,7 +77,7 @@ def differences(qualname: str, schema: Schema) -> list[str]:
         theirs = torch._C.parse_schema(f"{qualname}{inferred}")
     except RuntimeError:
         # infer_schema writes str defaults without escaping them.
-        return [f"triton_op would register '{inferred}', which torch cannot parse"]
+        return [f"triton_op would register {inferred!r}, which torch cannot parse"]
     problems = []
     for ours, reg in zip(written.arguments, theirs.arguments, strict=False):
         if _argument_key(ours) != _argument_key(reg):

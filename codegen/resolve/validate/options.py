@@ -8,7 +8,9 @@ integration (triton_op and eager register one launcher for every device).
 from __future__ import annotations
 
 from ...spec.errors import did_you_mean
+from ...spec.model import Integration
 from ..resolved import ResolvedOp
+from ..triton_op import differences
 from .report import Report
 
 
@@ -107,3 +109,22 @@ def integration(r: ResolvedOp, report: Report) -> None:
                 stage.loc,
                 f"integration '{op.integration.value}' registers one launcher for every device; use the same 'module:function' for each",
             )
+    if op.integration is Integration.TRITON_OP:
+        # triton_op registers the schema it infers from the shim, not the written one.
+        for stage, source in zip(r.stages, _sources(op), strict=True):
+            for problem in differences(stage.names.qualname, stage.schema):
+                report.error(
+                    source.schema_loc,
+                    f"integration 'triton_op': {problem}; write the schema as triton_op registers "
+                    "it, or use the opaque integration",
+                )
+
+
+def _sources(op):
+    """The spec stage each resolved stage was written in (the arity twin's own schema node)."""
+    out = [op.forward]
+    if op.arity_pair is not None:
+        out.append(op.arity_pair)
+    if op.backward is not None:
+        out.append(op.backward)
+    return out
