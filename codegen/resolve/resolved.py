@@ -78,6 +78,7 @@ class ResolvedOp:
     public_outputs: tuple[str, ...]
     backward_args: tuple[BackwardArg, ...]
     gradients: tuple[Gradient, ...]
+    devices: tuple[str, ...]  # device types the public function accepts
 
     @property
     def name(self) -> str:
@@ -173,6 +174,19 @@ def _gradients(op: Op) -> tuple[Gradient, ...]:
     return tuple(out)
 
 
+def _devices(op: Op) -> tuple[str, ...]:
+    """Devices with a launcher, and meta where the registered fakes serve a meta call.
+
+    Note [meta]: an opaque operator's fake is its meta kernel. A triton_op runs its shim (the
+    Triton launcher) on meta tensors, and a fake that asks for a data-dependent size needs the
+    fake-tensor mode that torch.compile provides, so neither can be called on meta tensors.
+    """
+    devices = [d for d in ("cuda", "cpu") if any(lch.device == d for lch in op.forward.launchers)]
+    if op.integration is Integration.OPAQUE and not op.dynamic_dims:
+        devices.append("meta")
+    return tuple(devices)
+
+
 def resolve(spec: Spec, op: Op) -> ResolvedOp:
     fwd = op.forward.schema
     dim_plan = plan(op)
@@ -222,4 +236,5 @@ def resolve(spec: Spec, op: Op) -> ResolvedOp:
         public_outputs=tuple(o.name for o in op.outputs if o.public),
         backward_args=_backward_args(op),
         gradients=_gradients(op),
+        devices=_devices(op),
     )

@@ -18,8 +18,6 @@ from ..spec.model import DType, Integration, OutputDecl, Shape
 from ..spec.schema import Argument, Schema
 from ..spec.shapes import ELLIPSIS, Condition
 
-DEVICES = ("cuda", "cpu", "meta")
-
 
 @dataclass(frozen=True, slots=True)
 class Param:
@@ -530,11 +528,7 @@ class _Public(_Base):
     def _checks(self) -> tuple[list, list[Constant]]:
         op, r = self.op, self.r
         constants: list[Constant] = []
-        devices = tuple(
-            d
-            for d in DEVICES
-            if d == "meta" or any(lch.device == d for lch in op.forward.launchers)
-        )
+        devices = r.devices
         read_by_dims = {name for d in op.dims for name in d.expr.tensors}
         tensors = sorted(self.plan.tensors, key=lambda t: (t.optional, t.name not in read_by_dims))
         first = next((t.name for t in tensors if not t.optional), None)

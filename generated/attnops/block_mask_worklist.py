@@ -58,7 +58,7 @@ def block_mask_worklist(mask: Tensor) -> BlockMaskWorklistOutput:
         not isinstance(mask, Tensor)
         or mask.ndim != 4
         or mask.dtype not in _BLOCK_MASK_WORKLIST_MASK_DTYPES
-        or not (mask.is_cuda or mask.is_cpu or mask.is_meta)
+        or not (mask.is_cuda or mask.is_cpu)
     ):
         raise _tensor_error(
             "block_mask_worklist",
@@ -68,7 +68,7 @@ def block_mask_worklist(mask: Tensor) -> BlockMaskWorklistOutput:
             None,
             rank=4,
             dtypes=_BLOCK_MASK_WORKLIST_MASK_DTYPES,
-            devices=("cuda", "cpu", "meta"),
+            devices=("cuda", "cpu"),
         )
     # Note [no backward]: like torch's non-differentiable operators, the outputs never require
     # grad, whatever the inputs do.

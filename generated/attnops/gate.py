@@ -110,7 +110,7 @@ def gate(
         not isinstance(g, Tensor)
         or g.ndim < 2
         or g.dtype not in _GATE_G_DTYPES
-        or not (g.is_cuda or g.is_cpu or g.is_meta)
+        or not (g.is_cuda or g.is_cpu)
     ):
         raise _tensor_error(
             "gate",
@@ -121,7 +121,7 @@ def gate(
             rank=2,
             variadic=True,
             dtypes=_GATE_G_DTYPES,
-            devices=("cuda", "cpu", "meta"),
+            devices=("cuda", "cpu"),
         )
     H = g.shape[-2]
     K = g.shape[-1]
