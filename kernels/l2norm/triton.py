@@ -60,13 +60,14 @@ def l2norm_fwd(x: Tensor, eps: float) -> tuple[Tensor, Tensor]:
     no fixed limit on ``D`` beyond register pressure.
     """
     D = x.shape[-1]
-    x2 = x.reshape(-1, D).contiguous()
-    n_rows = x2.shape[0]
     y = x.new_empty(x.shape)
     rstd = torch.empty(x.shape[:-1], dtype=torch.float32, device=x.device)
-    if n_rows == 0 or D == 0:
-        rstd.fill_(eps**-0.5)
+    if x.numel() == 0:
+        # As the reference computes it: rsqrt(0 + eps), inf for eps == 0 and nan below.
+        rstd.fill_(torch.tensor(eps, dtype=torch.float32).rsqrt().item())
         return y, rstd
+    x2 = x.reshape(-1, D).contiguous()
+    n_rows = x2.shape[0]
     block_d, rows = _launch_config(D)
     grid = (triton.cdiv(n_rows, rows),)
     wrap_triton(_l2norm_fwd_kernel)[grid](x2, y, rstd, n_rows, D, eps, BLOCK_D=block_d, ROWS=rows)
@@ -87,13 +88,13 @@ def l2norm_bwd(grad_y: Tensor, x: Tensor, rstd: Tensor) -> Tensor:
     Mutates nothing.
     """
     D = x.shape[-1]
+    dx = x.new_empty(x.shape)
+    if x.numel() == 0:
+        return dx
     x2 = x.reshape(-1, D).contiguous()
     dy2 = grad_y.reshape(-1, D).contiguous()
     rstd2 = rstd.reshape(-1).contiguous()
     n_rows = x2.shape[0]
-    dx = x.new_empty(x.shape)
-    if n_rows == 0 or D == 0:
-        return dx
     block_d, rows = _launch_config(D)
     grid = (triton.cdiv(n_rows, rows),)
     wrap_triton(_l2norm_bwd_kernel)[grid](x2, rstd2, dy2, dx, n_rows, D, BLOCK_D=block_d, ROWS=rows)
