@@ -52,7 +52,7 @@ def main() -> None:
     parser.add_argument("--package", default="attnops")
     args = parser.parse_args()
     print(f"torch {torch.__version__}; {args.rounds} rounds x {args.calls} calls; meta tensors")
-    print(f"| operator | public µs | after validation µs | validation µs |")
+    print("| operator | public µs | after validation µs | validation µs |")
     print("|---|---:|---:|---:|")
     for name, (pargs, kwargs, inner, inner_args) in _cases().items():
         module = importlib.import_module(f"{args.package}.{name}")
