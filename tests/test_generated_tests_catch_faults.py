@@ -11,6 +11,7 @@ from __future__ import annotations
 import importlib
 import os
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -184,6 +185,18 @@ ops:
       y: {shape: [..., D], dtype: x}
     reference: "mutkern:scaled_ref"
     tests: {samples: [{batch: [3], D: 5}], tolerance: {float32: [1.0e-6, 1.0e-6]}}
+  axpy:
+    doc: x plus y; y takes the dtype of x.
+    forward:
+      schema: "(Tensor x, Tensor y) -> Tensor out"
+      launchers: {cpu: "mutkern:axpy"}
+    inputs:
+      x: {shape: [N, D], dtypes: [float32]}
+      y: {shape: [N, D], dtype: x}
+    outputs:
+      out: {shape: [N, D], dtype: x}
+    reference: "mutkern:axpy"
+    tests: {samples: [{N: 3, D: 4}], tolerance: {float32: [1.0e-6, 1.0e-6]}}
 """
 
 MUTATION_LAUNCHERS = """\
@@ -207,6 +220,10 @@ def scaled(x, alpha=2.0):
 
 def scaled_ref(x, alpha=2.0):
     return torch.tanh(x.float()) * alpha
+
+
+def axpy(x, y):
+    return (x + y).contiguous()
 """
 
 
@@ -230,7 +247,7 @@ def mutation_project(tmp_path_factory):
 def _run_file(project: Path, name: str) -> tuple[int, set[str], str]:
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(project), str(project / "generated")])}
     result = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-rf", "-p", "no:cacheprovider"]
+        [sys.executable, "-m", "pytest", "-rA", "-p", "no:cacheprovider"]
         + [str(project / "generated" / "tests" / name)],
         cwd=project,
         env=env,
@@ -265,6 +282,33 @@ def test_eager_integration_registers_nothing_and_passes(mutation_project):
         "test_gradients_match_reference"
         in (mutation_project / "generated/tests/test_scaled.py").read_text()
     )
+
+
+def test_rejects_pass_with_every_check_in_place(mutation_project):
+    """The reference of axpy is named like the operator: it must not shadow the public function."""
+    code, failed, out = _run_file(mutation_project, "test_axpy.py")
+    assert code == 0 and not failed, out[-3000:]
+    assert (
+        "PASSED generated/tests/test_axpy.py::test_rejects_invalid_arguments[x-dtype-float64]"
+        in out
+    )
+
+
+def test_a_missing_dtype_check_is_not_covered_by_another_arguments_message(
+    mutation_project, tmp_path
+):
+    """Without x's dtype check, y's check still fails the call, naming x (as the dtype it wants):
+    the test of x must see that the message is not about x."""
+    project = tmp_path / "project"
+    shutil.copytree(mutation_project, project)
+    module = project / "generated" / "mutops" / "axpy.py"
+    source, count = re.subn(r"\n\s*or x\.dtype not in _\w+", "", module.read_text())
+    assert count == 1, "the dtype check of x is not where this test expects it"
+    module.write_text(source)
+    code, failed, out = _run_file(project, "test_axpy.py")
+    assert code == 1
+    assert failed == {"test_rejects_invalid_arguments[x-dtype-float64]"}, out[-3000:]
+    assert "axpy: y must have the dtype of x" in out
 
 
 def test_generated_code_is_lint_clean_in_a_foreign_project(mutation_project):

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import importlib
-from collections.abc import Callable
+import itertools
+import re
+from collections.abc import Callable, Iterable
 
 import pytest
 import torch
@@ -125,11 +127,149 @@ def broken(value, how: str):
     raise ValueError(how)
 
 
+# --- case tables -------------------------------------------------------------------------
+#
+# A generated test module holds its operator's tables (samples, dtypes, tolerances, the axes of
+# its configurations, how to break each argument) and builds its pytest cases from them here,
+# at import time, so that one more sample or dtype in the spec is one more table row.
+
+COMPACT = "compact"
+PERMUTED = "permuted-"
+GRADS = "permuted-grads"  # every incoming gradient of a backward call permuted at once
+
+
+def configs(variants: dict, optional: Iterable[str] = (), flag: str | None = None) -> dict:
+    """Every configuration: each variant value x each optional input given or None x the flag.
+
+    The first value of each axis is the default (variants list the schema default first;
+    optional inputs are given, the flag is on); the first configuration, ``"default"``, takes
+    every default, and the id of any other names where it departs from it: the variant value,
+    ``no_<input>``, ``no_<flag>``.
+    """
+    axes: list[list[tuple[str | None, str, object]]] = []
+    for name, values in variants.items():
+        axes.append(
+            [(None if i == 0 else _value_id(name, v), name, v) for i, v in enumerate(values)]
+        )
+    for name in optional:
+        axes.append([(None, name, True), (f"no_{name}", name, False)])
+    if flag is not None:
+        axes.append([(None, flag, True), (f"no_{flag}", flag, False)])
+    out = {}
+    for combo in itertools.product(*axes):
+        cid = "-".join(part for part, _, _ in combo if part) or "default"
+        out[cid] = {name: value for _, name, value in combo}
+    return out
+
+
+def _value_id(name: str, value) -> str:
+    return value if isinstance(value, str) else f"{name}{value}"
+
+
+def permutable(inputs: dict, names: Iterable[str] | None = None) -> list[str]:
+    """Arguments that ``dense_permuted`` can give a layout differing from the compact one."""
+    keep = None if names is None else set(names)
+    return [k for k, v in inputs.items() if can_permute(v) and (keep is None or k in keep)]
+
+
+def with_layout(args: dict, layout: str, grads: Iterable[str] = ()) -> dict:
+    """``args`` with the one argument that ``layout`` names in a dense permuted layout.
+
+    ``"compact"`` leaves them alone; ``"permuted-<name>"`` permutes that argument only;
+    ``"permuted-grads"`` permutes each of ``grads`` that can be permuted; where none can (the
+    outputs' sizes are only known after the forward), the test is skipped, not passed.
+    """
+    if layout == COMPACT:
+        return args
+    if layout == GRADS:
+        names = permutable({k: args[k] for k in grads})
+        if not names:
+            pytest.skip(f"no incoming gradient of {list(grads)} has two dims of size > 1")
+    else:
+        assert layout.startswith(PERMUTED), layout
+        names = [layout[len(PERMUTED) :]]
+        assert names[0] in args, f"{layout}: no argument {names[0]!r} in {list(args)}"
+    return {k: dense_permuted(v) if k in names else v for k, v in args.items()}
+
+
+def case_id(*parts: str) -> str:
+    return "-".join(parts)
+
+
+def cases(
+    samples: dict,
+    dtypes: Iterable[str],
+    configs: dict,
+    make_inputs: Callable,
+    names: Iterable[str] | None = None,
+    extra_layouts: Iterable[str] = (),
+) -> list:
+    """``pytest.param(sample, dtype, layout, config)`` for every run of the numeric tests.
+
+    Per sample and dtype: every configuration on compact inputs, then, on the default
+    configuration, one dense permuted layout per input of ``names`` (default: every input) that
+    ``make_inputs(sample, dtype, config)`` builds with two dims of size > 1, then
+    ``extra_layouts``. Ids read ``<dtype>-<sample>-<layout>-<config>``.
+    """
+    dtypes = list(dtypes)
+    default = next(iter(configs))
+    out = []
+    for sample in samples:
+        inputs = make_inputs(sample, dtypes[0], default)
+        layouts = [PERMUTED + n for n in permutable(inputs, names)] + list(extra_layouts)
+        for dtype in dtypes:
+            runs = [(COMPACT, c) for c in configs] + [(lay, default) for lay in layouts]
+            out += [
+                pytest.param(sample, dtype, lay, c, id=case_id(dtype, sample, lay, c))
+                for lay, c in runs
+            ]
+    return out
+
+
+def present_in(samples: dict, dtype: str, config: str, make_inputs: Callable, name: str) -> str:
+    """The first sample whose inputs give ``name`` a value (an optional input may be literal)."""
+    for sample in samples:
+        if make_inputs(sample, dtype, config).get(name) is not None:
+            return sample
+    raise AssertionError(f"no sample gives {name!r} a value")
+
+
+def reject_cases(rejects: dict, samples: dict, dtype: str, configs: dict, make_inputs) -> list:
+    """``pytest.param(sample, name, how)`` for each way ``rejects`` breaks each argument."""
+    default = next(iter(configs))
+    return [
+        pytest.param(
+            present_in(samples, dtype, default, make_inputs, name), name, how, id=f"{name}-{how}"
+        )
+        for name, hows in rejects.items()
+        for how in hows
+    ]
+
+
+def compile_cases(samples: dict, configs: dict) -> list:
+    """Every configuration on the first sample; the second sample reuses the dynamic graph."""
+    names = list(samples)
+    runs = [(names[0], c) for c in configs]
+    if len(names) > 1:
+        runs.append((names[1], next(iter(configs))))
+    return [pytest.param(s, c, id=case_id(s, c)) for s, c in runs]
+
+
+def varlen_samples(samples: dict, offsets: str) -> list[str]:
+    """The samples that pack sequences (they spell out ``offsets``)."""
+    return [name for name, s in samples.items() if s.get(offsets) is not None]
+
+
+def rejection_pattern(op: str, name: str) -> str:
+    """A message about argument ``name`` of ``op``: ``"<op>: <name> must ..."``."""
+    return rf"^{re.escape(op)}: {re.escape(name)} "
+
+
 class Suite:
     """The checks every generated operator test runs, parameterized by the operator's tables.
 
-    ``make_inputs(sample, dtype, layout, config)`` builds the public function's keyword
-    arguments; ``configs`` maps a configuration id to variant values, the presence of optional
+    ``make_inputs(sample, dtype, config)`` builds the public function's keyword arguments,
+    compact; ``inputs`` gives them a layout (see ``with_layout``); ``configs`` maps a configuration id to variant values, the presence of optional
     inputs and the arity flag (named ``flag``, or None without an arity pair).
     """
 
@@ -160,6 +300,9 @@ class Suite:
         self.grad_tolerance = grad_tolerance
         self.seed = seed
 
+    def inputs(self, sample: str, dtype: str, layout: str, config: str) -> dict:
+        return with_layout(self.make_inputs(sample, dtype, config), layout)
+
     def call(self, fn: Callable, inputs: dict, config: str) -> tuple:
         """Call the public function (or the reference) the way a user would."""
         flags = {self.flag: self.configs[config][self.flag]} if self.flag else {}
@@ -168,6 +311,7 @@ class Suite:
     def loss_and_grads(self, fn: Callable, inputs: dict, config: str, gen, weights=None):
         """Outputs, the projection weights, and gradients of a random projection of the outputs."""
         names = [k for k in self.differentiable if inputs[k] is not None]
+        assert names, f"no differentiable input of {self.differentiable} is given"
         leaves = {k: inputs[k].detach().requires_grad_() for k in names}
         out = self.call(fn, {**inputs, **leaves}, config)
         present = [o for o in out if o is not None]
@@ -178,11 +322,12 @@ class Suite:
         return out, weights, dict(zip(names, grads, strict=True))
 
     def check_forward(self, sample: str, dtype: str, layout: str, config: str) -> None:
-        inputs = self.make_inputs(sample, dtype, layout, config)
+        inputs = self.inputs(sample, dtype, layout, config)
         expected_inputs = float32_copies(inputs)
         out = self.call(self.fn, inputs, config)
         expected = self.call(self.reference, expected_inputs, config)
         assert len(out) == len(expected) == len(self.public_outputs)
+        assert any(o is not None for o in out) or self.mutated, "no output to compare"
         atol, rtol = self.tolerance[dtype]
         for name, got, want in zip(self.public_outputs, out, expected, strict=True):
             assert (got is None) == (want is None), f"{name}: {got is None=} but {want is None=}"
@@ -194,14 +339,19 @@ class Suite:
             assert_close(inputs[name], expected_inputs[name], atol, rtol, f"{name} after the call")
 
     def check_rejects(self, sample: str, config: str, name: str, how: str, op_name: str) -> None:
-        """The public function names the bad argument before anything is launched."""
-        inputs = self.make_inputs(sample, next(iter(self.tolerance)), "compact", config)
+        """The public function refuses the bad argument, as the subject of its message.
+
+        The message must read ``"<op>: <name> ..."``: naming the argument anywhere would let
+        another argument's check (``"k must have the dtype of q"``) stand in for a missing one.
+        """
+        inputs = self.make_inputs(sample, next(iter(self.tolerance)), config)
+        assert inputs[name] is not None, f"{sample} gives {name} no value to break"
         inputs[name] = broken(inputs[name], how)
-        with pytest.raises((TypeError, ValueError), match=rf"^{op_name}: .*\b{name}\b"):
+        with pytest.raises((TypeError, ValueError), match=rejection_pattern(op_name, name)):
             self.call(self.fn, inputs, config)
 
     def check_gradients(self, sample: str, dtype: str, layout: str, config: str) -> None:
-        inputs = self.make_inputs(sample, dtype, layout, config)
+        inputs = self.inputs(sample, dtype, layout, config)
         gen = torch.Generator().manual_seed(self.seed + 2)
         _, weights, grads = self.loss_and_grads(self.fn, inputs, config, gen)
         reference = float32_copies(inputs)
@@ -214,9 +364,10 @@ class Suite:
 
     def check_varlen(self, sample, config, dtype, offsets, packed_dim, per_sequence) -> None:
         """A packed batch must equal running each of its sequences on its own."""
-        inputs = self.make_inputs(sample, dtype, "compact", config)
+        inputs = self.make_inputs(sample, dtype, config)
         packed = self.call(self.fn, inputs, config)
         bounds = inputs[offsets].tolist()
+        assert len(bounds) >= 3, f"{sample} packs {len(bounds) - 1} sequence(s); varlen needs 2"
         atol, rtol = self.tolerance[dtype]
         for i, (lo, hi) in enumerate(zip(bounds[:-1], bounds[1:], strict=True)):
             single = {}
@@ -244,7 +395,7 @@ class Suite:
 
     def check_compile(self, compiled, sample, config, dtype, gradients: bool) -> None:
         """A fullgraph-compiled call (and its backward) against eager."""
-        inputs = self.make_inputs(sample, dtype, "compact", config)
+        inputs = self.make_inputs(sample, dtype, config)
         eager_inputs = clone_inputs(inputs)
         if gradients:
             gen = torch.Generator().manual_seed(self.seed + 3)
@@ -267,10 +418,10 @@ class Suite:
 
     def check_cuda_graph(self, sample: str, config: str, dtype: str, gradients: bool) -> None:
         """Capture forward (and backward), replay on new values, compare with eager."""
-        static = self.make_inputs(sample, dtype, "compact", config)
+        static = self.make_inputs(sample, dtype, config)
         fresh = {
             k: v * 0.5 if isinstance(v, Tensor) and v.is_floating_point() else v
-            for k, v in self.make_inputs(sample, dtype, "compact", config).items()
+            for k, v in self.make_inputs(sample, dtype, config).items()
         }
         names = [k for k in self.differentiable if static[k] is not None] if gradients else []
         for k in names:
@@ -302,6 +453,7 @@ class Suite:
         graph.replay()
         torch.cuda.synchronize()
         out, grads = step(expected_inputs)
+        assert graph_out or self.mutated, "the captured step returned nothing to compare"
         for got, want in zip(graph_out, out, strict=True):
             assert_close(got, want, 1e-5, 1e-5, "graph replay output")
         for got, want in zip(graph_grads, grads, strict=True):

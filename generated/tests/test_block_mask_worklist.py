@@ -12,9 +12,8 @@ import torch
 # Imported by name so that the import block is the same in any project's lint configuration.
 _t = importlib.import_module("attnops._testing")
 block_mask_worklist = importlib.import_module("attnops").block_mask_worklist
-block_mask_worklist_ref = _t.load(
-    "attnops_kernels.block_mask_worklist.reference:block_mask_worklist_ref"
-)
+# Bound to a name no spec can give an operator (a reference may share the operator's name).
+_reference = _t.load("attnops_kernels.block_mask_worklist.reference:block_mask_worklist_ref")
 
 _fwd = torch.ops.attnops.block_mask_worklist_fwd.default
 
@@ -32,42 +31,24 @@ TOLERANCE = {
 GRAD_TOLERANCE = {
     "bool": (0.0, 0.0),
 }
-# Variant values, presence of optional inputs.
-CONFIGS = {
-    "default": {},
+# Configurations: each variant value (the schema default first) x each optional input given or
+# None x the arity flag on or off; the first, "default", takes the first of each.
+VARIANTS = {}
+OPTIONAL = ()
+FLAG = None
+CONFIGS = _t.configs(VARIANTS, OPTIONAL, FLAG)
+# How test_rejects_invalid_arguments breaks each argument (see _t.broken).
+REJECTS = {
+    "mask": ("dtype-float64", "rank-plus-one"),
 }
-DEFAULT_CONFIG = "default"
-# (sample, dtype, layout, config); "permuted-<input>" gives that input a dense permuted layout.
-CASES = [
-    pytest.param(
-        "B2-H3-QB7-KB13", "bool", "compact", "default", id="bool-B2-H3-QB7-KB13-compact-default"
-    ),
-    pytest.param(
-        "B2-H3-QB7-KB13",
-        "bool",
-        "permuted-mask",
-        "default",
-        id="bool-B2-H3-QB7-KB13-permuted-mask-default",
-    ),
-    pytest.param(
-        "B1-H2-QB16-KB16", "bool", "compact", "default", id="bool-B1-H2-QB16-KB16-compact-default"
-    ),
-    pytest.param(
-        "B1-H2-QB16-KB16",
-        "bool",
-        "permuted-mask",
-        "default",
-        id="bool-B1-H2-QB16-KB16-permuted-mask-default",
-    ),
-]
 ARG_NAMES = ("mask",)
 PUBLIC_OUTPUTS = ("coords",)
 DIFFERENTIABLE = ()
 MUTATED = ()
-FLAG = None
 
 
-def make_inputs(_sample: str, _dtype: str, _layout: str = "compact", _config: str = DEFAULT_CONFIG):
+def make_inputs(_sample: str, _dtype: str, _config: str = "default"):
+    """The public function's keyword arguments for a sample, dtype and configuration, compact."""
     _s = SAMPLES[_sample]
     _c = CONFIGS[_config]
     _dt = DTYPES[_dtype]
@@ -77,14 +58,15 @@ def make_inputs(_sample: str, _dtype: str, _layout: str = "compact", _config: st
     QB = _s["QB"]
     KB = _s["KB"]
     mask = _t.mask(_gen, (B, H, QB, KB), _dt)
-    if _layout == "permuted-mask":
-        mask = _t.dense_permuted(mask)
     return {"mask": mask}
 
 
+# (sample, dtype, layout, config): every configuration on compact inputs, and one
+# "permuted-<input>" layout per input that can be given a dense permuted layout.
+CASES = _t.cases(SAMPLES, DTYPES, CONFIGS, make_inputs)
 SUITE = _t.Suite(
     fn=block_mask_worklist,
-    reference=block_mask_worklist_ref,
+    reference=_reference,
     make_inputs=make_inputs,
     configs=CONFIGS,
     flag=FLAG,
@@ -99,7 +81,7 @@ SUITE = _t.Suite(
 
 @pytest.mark.parametrize("sample, dtype, layout, config", CASES)
 def test_opcheck_forward(sample, dtype, layout, config):
-    inputs = make_inputs(sample, dtype, layout, config)
+    inputs = SUITE.inputs(sample, dtype, layout, config)
     op = _fwd
     _t.opcheck(op, tuple(inputs[k] for k in ARG_NAMES))
 
@@ -110,14 +92,10 @@ def test_forward_matches_reference(sample, dtype, layout, config):
 
 
 @pytest.mark.parametrize(
-    "sample, name, how",
-    [
-        pytest.param("B2-H3-QB7-KB13", "mask", "dtype-float64", id="mask-dtype-float64"),
-        pytest.param("B2-H3-QB7-KB13", "mask", "rank-plus-one", id="mask-rank-plus-one"),
-    ],
+    "sample, name, how", _t.reject_cases(REJECTS, SAMPLES, next(iter(DTYPES)), CONFIGS, make_inputs)
 )
 def test_rejects_invalid_arguments(sample, name, how):
-    SUITE.check_rejects(sample, DEFAULT_CONFIG, name, how, "block_mask_worklist")
+    SUITE.check_rejects(sample, "default", name, how, "block_mask_worklist")
 
 
 @functools.cache
@@ -125,14 +103,8 @@ def _compiled(dynamic: bool):
     return torch.compile(block_mask_worklist, fullgraph=True, dynamic=dynamic)
 
 
-COMPILE_CASES = [
-    pytest.param("B2-H3-QB7-KB13", "default", id="B2-H3-QB7-KB13-default"),
-    pytest.param("B1-H2-QB16-KB16", "default", id="B1-H2-QB16-KB16-default"),
-]
-
-
 @pytest.mark.parametrize("dynamic", [False, True], ids=["static", "dynamic"])
-@pytest.mark.parametrize("sample, config", COMPILE_CASES)
+@pytest.mark.parametrize("sample, config", _t.compile_cases(SAMPLES, CONFIGS))
 def test_compile_fullgraph(sample, config, dynamic):
     # Each configuration specializes a graph of the same function: allow that many recompiles.
     limits = {"recompile_limit": 4 * len(CONFIGS) + 8}

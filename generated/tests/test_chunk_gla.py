@@ -12,7 +12,8 @@ import torch
 # Imported by name so that the import block is the same in any project's lint configuration.
 _t = importlib.import_module("attnops._testing")
 chunk_gla = importlib.import_module("attnops").chunk_gla
-chunk_gla_ref = _t.load("attnops_kernels.chunk_gla.reference:chunk_gla_ref")
+# Bound to a name no spec can give an operator (a reference may share the operator's name).
+_reference = _t.load("attnops_kernels.chunk_gla.reference:chunk_gla_ref")
 
 _fwd = torch.ops.attnops.chunk_gla_fwd.default
 _fwd_pair = torch.ops.attnops.chunk_gla_fwd_with_state.default
@@ -42,266 +43,32 @@ GRAD_TOLERANCE = {
     "fp32": (0.0002, 0.0001),
     "bf16": (0.15, 0.02),
 }
-# Variant values, presence of optional inputs and the arity flag.
-CONFIGS = {
-    "initial_state-output_final_state": {"initial_state": True, "output_final_state": True},
-    "initial_state-no_output_final_state": {"initial_state": True, "output_final_state": False},
-    "no_initial_state-output_final_state": {"initial_state": False, "output_final_state": True},
-    "no_initial_state-no_output_final_state": {"initial_state": False, "output_final_state": False},
+# Configurations: each variant value (the schema default first) x each optional input given or
+# None x the arity flag on or off; the first, "default", takes the first of each.
+VARIANTS = {}
+OPTIONAL = ("initial_state",)
+FLAG = "output_final_state"
+CONFIGS = _t.configs(VARIANTS, OPTIONAL, FLAG)
+# How test_rejects_invalid_arguments breaks each argument (see _t.broken).
+REJECTS = {
+    "q": ("dtype-float64", "rank-plus-one"),
+    "k": ("dtype-other", "rank-plus-one"),
+    "v": ("dtype-other", "rank-plus-one"),
+    "g": ("dtype-float64", "rank-plus-one"),
+    "initial_state": ("dtype-float64", "rank-plus-one"),
+    "cu_seqlens": ("dtype-float64", "rank-plus-one"),
 }
-DEFAULT_CONFIG = "initial_state-output_final_state"
-# (sample, dtype, layout, config); "permuted-<input>" gives that input a dense permuted layout.
-CASES = [
-    pytest.param(
-        "B2-T70-H1-K16-V16",
-        "fp32",
-        "compact",
-        "initial_state-output_final_state",
-        id="fp32-B2-T70-H1-K16-V16-compact-initial_state-output_final_state",
-    ),
-    pytest.param(
-        "B2-T70-H1-K16-V16",
-        "fp32",
-        "compact",
-        "initial_state-no_output_final_state",
-        id="fp32-B2-T70-H1-K16-V16-compact-initial_state-no_output_final_state",
-    ),
-    pytest.param(
-        "B2-T70-H1-K16-V16",
-        "fp32",
-        "compact",
-        "no_initial_state-output_final_state",
-        id="fp32-B2-T70-H1-K16-V16-compact-no_initial_state-output_final_state",
-    ),
-    pytest.param(
-        "B2-T70-H1-K16-V16",
-        "fp32",
-        "compact",
-        "no_initial_state-no_output_final_state",
-        id="fp32-B2-T70-H1-K16-V16-compact-no_initial_state-no_output_final_state",
-    ),
-    pytest.param(
-        "B2-T70-H1-K16-V16",
-        "fp32",
-        "permuted-q",
-        "initial_state-output_final_state",
-        id="fp32-B2-T70-H1-K16-V16-permuted-q-initial_state-output_final_state",
-    ),
-    pytest.param(
-        "B2-T70-H1-K16-V16",
-        "fp32",
-        "permuted-k",
-        "initial_state-output_final_state",
-        id="fp32-B2-T70-H1-K16-V16-permuted-k-initial_state-output_final_state",
-    ),
-    pytest.param(
-        "B2-T70-H1-K16-V16",
-        "fp32",
-        "permuted-v",
-        "initial_state-output_final_state",
-        id="fp32-B2-T70-H1-K16-V16-permuted-v-initial_state-output_final_state",
-    ),
-    pytest.param(
-        "B2-T70-H1-K16-V16",
-        "fp32",
-        "permuted-g",
-        "initial_state-output_final_state",
-        id="fp32-B2-T70-H1-K16-V16-permuted-g-initial_state-output_final_state",
-    ),
-    pytest.param(
-        "B2-T70-H1-K16-V16",
-        "fp32",
-        "permuted-initial_state",
-        "initial_state-output_final_state",
-        id="fp32-B2-T70-H1-K16-V16-permuted-initial_state-initial_state-output_final_state",
-    ),
-    pytest.param(
-        "B2-T70-H1-K16-V16",
-        "bf16",
-        "compact",
-        "initial_state-output_final_state",
-        id="bf16-B2-T70-H1-K16-V16-compact-initial_state-output_final_state",
-    ),
-    pytest.param(
-        "B2-T70-H1-K16-V16",
-        "bf16",
-        "compact",
-        "initial_state-no_output_final_state",
-        id="bf16-B2-T70-H1-K16-V16-compact-initial_state-no_output_final_state",
-    ),
-    pytest.param(
-        "B2-T70-H1-K16-V16",
-        "bf16",
-        "compact",
-        "no_initial_state-output_final_state",
-        id="bf16-B2-T70-H1-K16-V16-compact-no_initial_state-output_final_state",
-    ),
-    pytest.param(
-        "B2-T70-H1-K16-V16",
-        "bf16",
-        "compact",
-        "no_initial_state-no_output_final_state",
-        id="bf16-B2-T70-H1-K16-V16-compact-no_initial_state-no_output_final_state",
-    ),
-    pytest.param(
-        "B2-T70-H1-K16-V16",
-        "bf16",
-        "permuted-q",
-        "initial_state-output_final_state",
-        id="bf16-B2-T70-H1-K16-V16-permuted-q-initial_state-output_final_state",
-    ),
-    pytest.param(
-        "B2-T70-H1-K16-V16",
-        "bf16",
-        "permuted-k",
-        "initial_state-output_final_state",
-        id="bf16-B2-T70-H1-K16-V16-permuted-k-initial_state-output_final_state",
-    ),
-    pytest.param(
-        "B2-T70-H1-K16-V16",
-        "bf16",
-        "permuted-v",
-        "initial_state-output_final_state",
-        id="bf16-B2-T70-H1-K16-V16-permuted-v-initial_state-output_final_state",
-    ),
-    pytest.param(
-        "B2-T70-H1-K16-V16",
-        "bf16",
-        "permuted-g",
-        "initial_state-output_final_state",
-        id="bf16-B2-T70-H1-K16-V16-permuted-g-initial_state-output_final_state",
-    ),
-    pytest.param(
-        "B2-T70-H1-K16-V16",
-        "bf16",
-        "permuted-initial_state",
-        "initial_state-output_final_state",
-        id="bf16-B2-T70-H1-K16-V16-permuted-initial_state-initial_state-output_final_state",
-    ),
-    pytest.param(
-        "B1-T80-H1-K16-V32-cu_seqlens",
-        "fp32",
-        "compact",
-        "initial_state-output_final_state",
-        id="fp32-B1-T80-H1-K16-V32-cu_seqlens-compact-initial_state-output_final_state",
-    ),
-    pytest.param(
-        "B1-T80-H1-K16-V32-cu_seqlens",
-        "fp32",
-        "compact",
-        "initial_state-no_output_final_state",
-        id="fp32-B1-T80-H1-K16-V32-cu_seqlens-compact-initial_state-no_output_final_state",
-    ),
-    pytest.param(
-        "B1-T80-H1-K16-V32-cu_seqlens",
-        "fp32",
-        "compact",
-        "no_initial_state-output_final_state",
-        id="fp32-B1-T80-H1-K16-V32-cu_seqlens-compact-no_initial_state-output_final_state",
-    ),
-    pytest.param(
-        "B1-T80-H1-K16-V32-cu_seqlens",
-        "fp32",
-        "compact",
-        "no_initial_state-no_output_final_state",
-        id="fp32-B1-T80-H1-K16-V32-cu_seqlens-compact-no_initial_state-no_output_final_state",
-    ),
-    pytest.param(
-        "B1-T80-H1-K16-V32-cu_seqlens",
-        "fp32",
-        "permuted-q",
-        "initial_state-output_final_state",
-        id="fp32-B1-T80-H1-K16-V32-cu_seqlens-permuted-q-initial_state-output_final_state",
-    ),
-    pytest.param(
-        "B1-T80-H1-K16-V32-cu_seqlens",
-        "fp32",
-        "permuted-k",
-        "initial_state-output_final_state",
-        id="fp32-B1-T80-H1-K16-V32-cu_seqlens-permuted-k-initial_state-output_final_state",
-    ),
-    pytest.param(
-        "B1-T80-H1-K16-V32-cu_seqlens",
-        "fp32",
-        "permuted-v",
-        "initial_state-output_final_state",
-        id="fp32-B1-T80-H1-K16-V32-cu_seqlens-permuted-v-initial_state-output_final_state",
-    ),
-    pytest.param(
-        "B1-T80-H1-K16-V32-cu_seqlens",
-        "fp32",
-        "permuted-initial_state",
-        "initial_state-output_final_state",
-        id="fp32-B1-T80-H1-K16-V32-cu_seqlens-permuted-initial_state-initial_state-output_final_state",
-    ),
-    pytest.param(
-        "B1-T80-H1-K16-V32-cu_seqlens",
-        "bf16",
-        "compact",
-        "initial_state-output_final_state",
-        id="bf16-B1-T80-H1-K16-V32-cu_seqlens-compact-initial_state-output_final_state",
-    ),
-    pytest.param(
-        "B1-T80-H1-K16-V32-cu_seqlens",
-        "bf16",
-        "compact",
-        "initial_state-no_output_final_state",
-        id="bf16-B1-T80-H1-K16-V32-cu_seqlens-compact-initial_state-no_output_final_state",
-    ),
-    pytest.param(
-        "B1-T80-H1-K16-V32-cu_seqlens",
-        "bf16",
-        "compact",
-        "no_initial_state-output_final_state",
-        id="bf16-B1-T80-H1-K16-V32-cu_seqlens-compact-no_initial_state-output_final_state",
-    ),
-    pytest.param(
-        "B1-T80-H1-K16-V32-cu_seqlens",
-        "bf16",
-        "compact",
-        "no_initial_state-no_output_final_state",
-        id="bf16-B1-T80-H1-K16-V32-cu_seqlens-compact-no_initial_state-no_output_final_state",
-    ),
-    pytest.param(
-        "B1-T80-H1-K16-V32-cu_seqlens",
-        "bf16",
-        "permuted-q",
-        "initial_state-output_final_state",
-        id="bf16-B1-T80-H1-K16-V32-cu_seqlens-permuted-q-initial_state-output_final_state",
-    ),
-    pytest.param(
-        "B1-T80-H1-K16-V32-cu_seqlens",
-        "bf16",
-        "permuted-k",
-        "initial_state-output_final_state",
-        id="bf16-B1-T80-H1-K16-V32-cu_seqlens-permuted-k-initial_state-output_final_state",
-    ),
-    pytest.param(
-        "B1-T80-H1-K16-V32-cu_seqlens",
-        "bf16",
-        "permuted-v",
-        "initial_state-output_final_state",
-        id="bf16-B1-T80-H1-K16-V32-cu_seqlens-permuted-v-initial_state-output_final_state",
-    ),
-    pytest.param(
-        "B1-T80-H1-K16-V32-cu_seqlens",
-        "bf16",
-        "permuted-initial_state",
-        "initial_state-output_final_state",
-        id="bf16-B1-T80-H1-K16-V32-cu_seqlens-permuted-initial_state-initial_state-output_final_state",
-    ),
-]
 ARG_NAMES = ("q", "k", "v", "g", "scale", "initial_state", "cu_seqlens")
 PUBLIC_OUTPUTS = ("output", "final_state")
 DIFFERENTIABLE = ("q", "k", "v", "g", "initial_state")
 MUTATED = ()
-FLAG = "output_final_state"
 PACKED_DIM = {"q": 1, "k": 1, "v": 1, "g": 1, "output": 1}
 PER_SEQUENCE = ("initial_state", "final_state")
 OFFSETS = "cu_seqlens"
 
 
-def make_inputs(_sample: str, _dtype: str, _layout: str = "compact", _config: str = DEFAULT_CONFIG):
+def make_inputs(_sample: str, _dtype: str, _config: str = "default"):
+    """The public function's keyword arguments for a sample, dtype and configuration, compact."""
     _s = SAMPLES[_sample]
     _c = CONFIGS[_config]
     _dt = DTYPES[_dtype]
@@ -319,21 +86,7 @@ def make_inputs(_sample: str, _dtype: str, _layout: str = "compact", _config: st
     k = _t.randn(_gen, (B, T, H, K), q.dtype)
     v = _t.randn(_gen, (B, T, H, V), q.dtype)
     g = _t.logsigmoid(_gen, (B, T, H), torch.float32)
-    initial_state = None
-    if _c["initial_state"]:
-        initial_state = _t.randn(_gen, (N, H, K, V), torch.float32)
-    if _layout == "permuted-q":
-        q = _t.dense_permuted(q)
-    if _layout == "permuted-k":
-        k = _t.dense_permuted(k)
-    if _layout == "permuted-v":
-        v = _t.dense_permuted(v)
-    if _layout == "permuted-g":
-        g = _t.dense_permuted(g)
-    if _layout == "permuted-initial_state":
-        initial_state = _t.dense_permuted(initial_state)
-    if _layout == "permuted-cu_seqlens":
-        cu_seqlens = _t.dense_permuted(cu_seqlens)
+    initial_state = _t.randn(_gen, (N, H, K, V), torch.float32) if _c["initial_state"] else None
     return {
         "q": q,
         "k": k,
@@ -345,9 +98,34 @@ def make_inputs(_sample: str, _dtype: str, _layout: str = "compact", _config: st
     }
 
 
+def backward_args(inputs: dict, config: str, gen: torch.Generator) -> dict:
+    """The backward operator's arguments by name, after the forward operator on ``inputs``."""
+    if CONFIGS[config][FLAG]:
+        output, final_state = _fwd_pair(*(inputs[k] for k in ARG_NAMES))
+    else:
+        output = _fwd(*(inputs[k] for k in ARG_NAMES))
+        final_state = None
+    return {
+        "q": inputs["q"],
+        "k": inputs["k"],
+        "v": inputs["v"],
+        "g": inputs["g"],
+        "scale": inputs["scale"],
+        "initial_state": inputs["initial_state"],
+        "cu_seqlens": inputs["cu_seqlens"],
+        "grad_output": _t.randn(gen, output.shape, output.dtype),
+        "grad_final_state": _t.randn(gen, final_state.shape, final_state.dtype)
+        if final_state is not None
+        else None,
+    }
+
+
+# (sample, dtype, layout, config): every configuration on compact inputs, and one
+# "permuted-<input>" layout per input that can be given a dense permuted layout.
+CASES = _t.cases(SAMPLES, DTYPES, CONFIGS, make_inputs)
 SUITE = _t.Suite(
     fn=chunk_gla,
-    reference=chunk_gla_ref,
+    reference=_reference,
     make_inputs=make_inputs,
     configs=CONFIGS,
     flag=FLAG,
@@ -362,39 +140,26 @@ SUITE = _t.Suite(
 
 @pytest.mark.parametrize("sample, dtype, layout, config", CASES)
 def test_opcheck_forward(sample, dtype, layout, config):
-    inputs = make_inputs(sample, dtype, layout, config)
+    inputs = SUITE.inputs(sample, dtype, layout, config)
     op = _fwd_pair if CONFIGS[config][FLAG] else _fwd
     _t.opcheck(op, tuple(inputs[k] for k in ARG_NAMES))
 
 
-@pytest.mark.parametrize("sample, dtype, layout, config", CASES)
+# The backward's own layouts: each forward input it takes permuted alone, then its incoming
+# gradients permuted together.
+BACKWARD_INPUTS = ("q", "k", "v", "g", "initial_state", "cu_seqlens")
+INCOMING_GRADS = ("grad_output", "grad_final_state")
+BACKWARD_CASES = _t.cases(
+    SAMPLES, DTYPES, CONFIGS, make_inputs, names=BACKWARD_INPUTS, extra_layouts=[_t.GRADS]
+)
+
+
+@pytest.mark.parametrize("sample, dtype, layout, config", BACKWARD_CASES)
 def test_opcheck_backward(sample, dtype, layout, config):
-    inputs = make_inputs(sample, dtype, "compact", config)
-    gen = torch.Generator().manual_seed(SEED + 1)
-    c = CONFIGS[config]
-    if c[FLAG]:
-        output, final_state = _fwd_pair(*(inputs[k] for k in ARG_NAMES))
-    else:
-        output = _fwd(*(inputs[k] for k in ARG_NAMES))
-        final_state = None
-    grad_output = _t.randn(gen, output.shape, output.dtype)
-    grad_final_state = None
-    if final_state is not None:
-        grad_final_state = _t.randn(gen, final_state.shape, final_state.dtype)
-    args = [
-        inputs["q"],
-        inputs["k"],
-        inputs["v"],
-        inputs["g"],
-        inputs["scale"],
-        inputs["initial_state"],
-        inputs["cu_seqlens"],
-        grad_output,
-        grad_final_state,
-    ]
-    if layout != "compact":
-        args = [_t.dense_permuted(a) if _t.can_permute(a) else a for a in args]
-    _t.opcheck(_bwd, tuple(args))
+    inputs = make_inputs(sample, dtype, config)
+    args = backward_args(inputs, config, torch.Generator().manual_seed(SEED + 1))
+    args = _t.with_layout(args, layout, INCOMING_GRADS)
+    _t.opcheck(_bwd, tuple(args.values()))
 
 
 @pytest.mark.parametrize("sample, dtype, layout, config", CASES)
@@ -403,38 +168,10 @@ def test_forward_matches_reference(sample, dtype, layout, config):
 
 
 @pytest.mark.parametrize(
-    "sample, name, how",
-    [
-        pytest.param("B2-T70-H1-K16-V16", "q", "dtype-float64", id="q-dtype-float64"),
-        pytest.param("B2-T70-H1-K16-V16", "q", "rank-plus-one", id="q-rank-plus-one"),
-        pytest.param("B2-T70-H1-K16-V16", "k", "dtype-other", id="k-dtype-other"),
-        pytest.param("B2-T70-H1-K16-V16", "k", "rank-plus-one", id="k-rank-plus-one"),
-        pytest.param("B2-T70-H1-K16-V16", "v", "dtype-other", id="v-dtype-other"),
-        pytest.param("B2-T70-H1-K16-V16", "v", "rank-plus-one", id="v-rank-plus-one"),
-        pytest.param("B2-T70-H1-K16-V16", "g", "dtype-float64", id="g-dtype-float64"),
-        pytest.param("B2-T70-H1-K16-V16", "g", "rank-plus-one", id="g-rank-plus-one"),
-        pytest.param(
-            "B2-T70-H1-K16-V16", "initial_state", "dtype-float64", id="initial_state-dtype-float64"
-        ),
-        pytest.param(
-            "B2-T70-H1-K16-V16", "initial_state", "rank-plus-one", id="initial_state-rank-plus-one"
-        ),
-        pytest.param(
-            "B1-T80-H1-K16-V32-cu_seqlens",
-            "cu_seqlens",
-            "dtype-float64",
-            id="cu_seqlens-dtype-float64",
-        ),
-        pytest.param(
-            "B1-T80-H1-K16-V32-cu_seqlens",
-            "cu_seqlens",
-            "rank-plus-one",
-            id="cu_seqlens-rank-plus-one",
-        ),
-    ],
+    "sample, name, how", _t.reject_cases(REJECTS, SAMPLES, next(iter(DTYPES)), CONFIGS, make_inputs)
 )
 def test_rejects_invalid_arguments(sample, name, how):
-    SUITE.check_rejects(sample, DEFAULT_CONFIG, name, how, "chunk_gla")
+    SUITE.check_rejects(sample, "default", name, how, "chunk_gla")
 
 
 @pytest.mark.parametrize("sample, dtype, layout, config", CASES)
@@ -442,7 +179,7 @@ def test_gradients_match_reference(sample, dtype, layout, config):
     SUITE.check_gradients(sample, dtype, layout, config)
 
 
-@pytest.mark.parametrize("sample", ["B1-T80-H1-K16-V32-cu_seqlens"])
+@pytest.mark.parametrize("sample", _t.varlen_samples(SAMPLES, OFFSETS))
 @pytest.mark.parametrize("config", list(CONFIGS))
 def test_packed_varlen_matches_per_sequence(sample, config):
     SUITE.check_varlen(sample, config, "fp32", OFFSETS, PACKED_DIM, PER_SEQUENCE)
@@ -453,37 +190,8 @@ def _compiled(dynamic: bool):
     return torch.compile(chunk_gla, fullgraph=True, dynamic=dynamic)
 
 
-COMPILE_CASES = [
-    pytest.param(
-        "B2-T70-H1-K16-V16",
-        "initial_state-output_final_state",
-        id="B2-T70-H1-K16-V16-initial_state-output_final_state",
-    ),
-    pytest.param(
-        "B2-T70-H1-K16-V16",
-        "initial_state-no_output_final_state",
-        id="B2-T70-H1-K16-V16-initial_state-no_output_final_state",
-    ),
-    pytest.param(
-        "B2-T70-H1-K16-V16",
-        "no_initial_state-output_final_state",
-        id="B2-T70-H1-K16-V16-no_initial_state-output_final_state",
-    ),
-    pytest.param(
-        "B2-T70-H1-K16-V16",
-        "no_initial_state-no_output_final_state",
-        id="B2-T70-H1-K16-V16-no_initial_state-no_output_final_state",
-    ),
-    pytest.param(
-        "B1-T80-H1-K16-V32-cu_seqlens",
-        "initial_state-output_final_state",
-        id="B1-T80-H1-K16-V32-cu_seqlens-initial_state-output_final_state",
-    ),
-]
-
-
 @pytest.mark.parametrize("dynamic", [False, True], ids=["static", "dynamic"])
-@pytest.mark.parametrize("sample, config", COMPILE_CASES)
+@pytest.mark.parametrize("sample, config", _t.compile_cases(SAMPLES, CONFIGS))
 def test_compile_fullgraph(sample, config, dynamic):
     # Each configuration specializes a graph of the same function: allow that many recompiles.
     limits = {"recompile_limit": 4 * len(CONFIGS) + 8}

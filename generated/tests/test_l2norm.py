@@ -12,7 +12,8 @@ import torch
 # Imported by name so that the import block is the same in any project's lint configuration.
 _t = importlib.import_module("attnops._testing")
 l2norm = importlib.import_module("attnops").l2norm
-l2norm_ref = _t.load("attnops_kernels.l2norm.reference:l2norm_ref")
+# Bound to a name no spec can give an operator (a reference may share the operator's name).
+_reference = _t.load("attnops_kernels.l2norm.reference:l2norm_ref")
 
 _fwd = torch.ops.attnops.l2norm_fwd.default
 _bwd = torch.ops.attnops.l2norm_bwd.default
@@ -39,94 +40,24 @@ GRAD_TOLERANCE = {
     "fp16": (0.002, 0.002),
     "fp32": (1e-05, 1e-05),
 }
-# Variant values, presence of optional inputs.
-CONFIGS = {
-    "default": {},
+# Configurations: each variant value (the schema default first) x each optional input given or
+# None x the arity flag on or off; the first, "default", takes the first of each.
+VARIANTS = {}
+OPTIONAL = ()
+FLAG = None
+CONFIGS = _t.configs(VARIANTS, OPTIONAL, FLAG)
+# How test_rejects_invalid_arguments breaks each argument (see _t.broken).
+REJECTS = {
+    "x": ("dtype-float64",),
 }
-DEFAULT_CONFIG = "default"
-# (sample, dtype, layout, config); "permuted-<input>" gives that input a dense permuted layout.
-CASES = [
-    pytest.param(
-        "batch2x3-D64", "bf16", "compact", "default", id="bf16-batch2x3-D64-compact-default"
-    ),
-    pytest.param(
-        "batch2x3-D64", "bf16", "permuted-x", "default", id="bf16-batch2x3-D64-permuted-x-default"
-    ),
-    pytest.param(
-        "batch2x3-D64", "fp16", "compact", "default", id="fp16-batch2x3-D64-compact-default"
-    ),
-    pytest.param(
-        "batch2x3-D64", "fp16", "permuted-x", "default", id="fp16-batch2x3-D64-permuted-x-default"
-    ),
-    pytest.param(
-        "batch2x3-D64", "fp32", "compact", "default", id="fp32-batch2x3-D64-compact-default"
-    ),
-    pytest.param(
-        "batch2x3-D64", "fp32", "permuted-x", "default", id="fp32-batch2x3-D64-permuted-x-default"
-    ),
-    pytest.param(
-        "batch5x7-D63", "bf16", "compact", "default", id="bf16-batch5x7-D63-compact-default"
-    ),
-    pytest.param(
-        "batch5x7-D63", "bf16", "permuted-x", "default", id="bf16-batch5x7-D63-permuted-x-default"
-    ),
-    pytest.param(
-        "batch5x7-D63", "fp16", "compact", "default", id="fp16-batch5x7-D63-compact-default"
-    ),
-    pytest.param(
-        "batch5x7-D63", "fp16", "permuted-x", "default", id="fp16-batch5x7-D63-permuted-x-default"
-    ),
-    pytest.param(
-        "batch5x7-D63", "fp32", "compact", "default", id="fp32-batch5x7-D63-compact-default"
-    ),
-    pytest.param(
-        "batch5x7-D63", "fp32", "permuted-x", "default", id="fp32-batch5x7-D63-permuted-x-default"
-    ),
-    pytest.param(
-        "batch3-D256", "bf16", "compact", "default", id="bf16-batch3-D256-compact-default"
-    ),
-    pytest.param(
-        "batch3-D256", "bf16", "permuted-x", "default", id="bf16-batch3-D256-permuted-x-default"
-    ),
-    pytest.param(
-        "batch3-D256", "fp16", "compact", "default", id="fp16-batch3-D256-compact-default"
-    ),
-    pytest.param(
-        "batch3-D256", "fp16", "permuted-x", "default", id="fp16-batch3-D256-permuted-x-default"
-    ),
-    pytest.param(
-        "batch3-D256", "fp32", "compact", "default", id="fp32-batch3-D256-compact-default"
-    ),
-    pytest.param(
-        "batch3-D256", "fp32", "permuted-x", "default", id="fp32-batch3-D256-permuted-x-default"
-    ),
-    pytest.param(
-        "batch4x2-D100", "bf16", "compact", "default", id="bf16-batch4x2-D100-compact-default"
-    ),
-    pytest.param(
-        "batch4x2-D100", "bf16", "permuted-x", "default", id="bf16-batch4x2-D100-permuted-x-default"
-    ),
-    pytest.param(
-        "batch4x2-D100", "fp16", "compact", "default", id="fp16-batch4x2-D100-compact-default"
-    ),
-    pytest.param(
-        "batch4x2-D100", "fp16", "permuted-x", "default", id="fp16-batch4x2-D100-permuted-x-default"
-    ),
-    pytest.param(
-        "batch4x2-D100", "fp32", "compact", "default", id="fp32-batch4x2-D100-compact-default"
-    ),
-    pytest.param(
-        "batch4x2-D100", "fp32", "permuted-x", "default", id="fp32-batch4x2-D100-permuted-x-default"
-    ),
-]
 ARG_NAMES = ("x", "eps")
 PUBLIC_OUTPUTS = ("y",)
 DIFFERENTIABLE = ("x",)
 MUTATED = ()
-FLAG = None
 
 
-def make_inputs(_sample: str, _dtype: str, _layout: str = "compact", _config: str = DEFAULT_CONFIG):
+def make_inputs(_sample: str, _dtype: str, _config: str = "default"):
+    """The public function's keyword arguments for a sample, dtype and configuration, compact."""
     _s = SAMPLES[_sample]
     _c = CONFIGS[_config]
     _dt = DTYPES[_dtype]
@@ -134,14 +65,21 @@ def make_inputs(_sample: str, _dtype: str, _layout: str = "compact", _config: st
     batch = _s["batch"]
     D = _s["D"]
     x = _t.randn(_gen, (*batch, D), _dt)
-    if _layout == "permuted-x":
-        x = _t.dense_permuted(x)
     return {"x": x, "eps": _s.get("eps", 1e-06)}
 
 
+def backward_args(inputs: dict, config: str, gen: torch.Generator) -> dict:
+    """The backward operator's arguments by name, after the forward operator on ``inputs``."""
+    y, rstd = _fwd(*(inputs[k] for k in ARG_NAMES))
+    return {"grad_y": _t.randn(gen, y.shape, y.dtype), "x": inputs["x"], "rstd": rstd}
+
+
+# (sample, dtype, layout, config): every configuration on compact inputs, and one
+# "permuted-<input>" layout per input that can be given a dense permuted layout.
+CASES = _t.cases(SAMPLES, DTYPES, CONFIGS, make_inputs)
 SUITE = _t.Suite(
     fn=l2norm,
-    reference=l2norm_ref,
+    reference=_reference,
     make_inputs=make_inputs,
     configs=CONFIGS,
     flag=FLAG,
@@ -156,21 +94,26 @@ SUITE = _t.Suite(
 
 @pytest.mark.parametrize("sample, dtype, layout, config", CASES)
 def test_opcheck_forward(sample, dtype, layout, config):
-    inputs = make_inputs(sample, dtype, layout, config)
+    inputs = SUITE.inputs(sample, dtype, layout, config)
     op = _fwd
     _t.opcheck(op, tuple(inputs[k] for k in ARG_NAMES))
 
 
-@pytest.mark.parametrize("sample, dtype, layout, config", CASES)
+# The backward's own layouts: each forward input it takes permuted alone, then its incoming
+# gradients permuted together.
+BACKWARD_INPUTS = ("x",)
+INCOMING_GRADS = ("grad_y",)
+BACKWARD_CASES = _t.cases(
+    SAMPLES, DTYPES, CONFIGS, make_inputs, names=BACKWARD_INPUTS, extra_layouts=[_t.GRADS]
+)
+
+
+@pytest.mark.parametrize("sample, dtype, layout, config", BACKWARD_CASES)
 def test_opcheck_backward(sample, dtype, layout, config):
-    inputs = make_inputs(sample, dtype, "compact", config)
-    gen = torch.Generator().manual_seed(SEED + 1)
-    y, rstd = _fwd(*(inputs[k] for k in ARG_NAMES))
-    grad_y = _t.randn(gen, y.shape, y.dtype)
-    args = [grad_y, inputs["x"], rstd]
-    if layout != "compact":
-        args = [_t.dense_permuted(a) if _t.can_permute(a) else a for a in args]
-    _t.opcheck(_bwd, tuple(args))
+    inputs = make_inputs(sample, dtype, config)
+    args = backward_args(inputs, config, torch.Generator().manual_seed(SEED + 1))
+    args = _t.with_layout(args, layout, INCOMING_GRADS)
+    _t.opcheck(_bwd, tuple(args.values()))
 
 
 @pytest.mark.parametrize("sample, dtype, layout, config", CASES)
@@ -179,13 +122,10 @@ def test_forward_matches_reference(sample, dtype, layout, config):
 
 
 @pytest.mark.parametrize(
-    "sample, name, how",
-    [
-        pytest.param("batch2x3-D64", "x", "dtype-float64", id="x-dtype-float64"),
-    ],
+    "sample, name, how", _t.reject_cases(REJECTS, SAMPLES, next(iter(DTYPES)), CONFIGS, make_inputs)
 )
 def test_rejects_invalid_arguments(sample, name, how):
-    SUITE.check_rejects(sample, DEFAULT_CONFIG, name, how, "l2norm")
+    SUITE.check_rejects(sample, "default", name, how, "l2norm")
 
 
 @pytest.mark.parametrize("sample, dtype, layout, config", CASES)
@@ -198,14 +138,8 @@ def _compiled(dynamic: bool):
     return torch.compile(l2norm, fullgraph=True, dynamic=dynamic)
 
 
-COMPILE_CASES = [
-    pytest.param("batch2x3-D64", "default", id="batch2x3-D64-default"),
-    pytest.param("batch5x7-D63", "default", id="batch5x7-D63-default"),
-]
-
-
 @pytest.mark.parametrize("dynamic", [False, True], ids=["static", "dynamic"])
-@pytest.mark.parametrize("sample, config", COMPILE_CASES)
+@pytest.mark.parametrize("sample, config", _t.compile_cases(SAMPLES, CONFIGS))
 def test_compile_fullgraph(sample, config, dynamic):
     # Each configuration specializes a graph of the same function: allow that many recompiles.
     limits = {"recompile_limit": 4 * len(CONFIGS) + 8}

@@ -12,9 +12,8 @@ import torch
 # Imported by name so that the import block is the same in any project's lint configuration.
 _t = importlib.import_module("attnops._testing")
 recurrent_gla_step = importlib.import_module("attnops").recurrent_gla_step
-recurrent_gla_step_ref = _t.load(
-    "attnops_kernels.recurrent_gla_step.reference:recurrent_gla_step_ref"
-)
+# Bound to a name no spec can give an operator (a reference may share the operator's name).
+_reference = _t.load("attnops_kernels.recurrent_gla_step.reference:recurrent_gla_step_ref")
 
 _fwd = torch.ops.attnops.recurrent_gla_step_fwd.default
 
@@ -38,193 +37,28 @@ GRAD_TOLERANCE = {
     "fp16": (0.005, 0.002),
     "fp32": (0.0001, 0.0001),
 }
-# Variant values, presence of optional inputs.
-CONFIGS = {
-    "default": {},
+# Configurations: each variant value (the schema default first) x each optional input given or
+# None x the arity flag on or off; the first, "default", takes the first of each.
+VARIANTS = {}
+OPTIONAL = ()
+FLAG = None
+CONFIGS = _t.configs(VARIANTS, OPTIONAL, FLAG)
+# How test_rejects_invalid_arguments breaks each argument (see _t.broken).
+REJECTS = {
+    "state": ("dtype-float64", "rank-plus-one"),
+    "q": ("dtype-float64", "rank-plus-one"),
+    "k": ("dtype-other", "rank-plus-one"),
+    "v": ("dtype-other", "rank-plus-one"),
+    "g": ("dtype-float64", "rank-plus-one"),
 }
-DEFAULT_CONFIG = "default"
-# (sample, dtype, layout, config); "permuted-<input>" gives that input a dense permuted layout.
-CASES = [
-    pytest.param(
-        "B2-H3-K48-V100", "bf16", "compact", "default", id="bf16-B2-H3-K48-V100-compact-default"
-    ),
-    pytest.param(
-        "B2-H3-K48-V100",
-        "bf16",
-        "permuted-state",
-        "default",
-        id="bf16-B2-H3-K48-V100-permuted-state-default",
-    ),
-    pytest.param(
-        "B2-H3-K48-V100",
-        "bf16",
-        "permuted-q",
-        "default",
-        id="bf16-B2-H3-K48-V100-permuted-q-default",
-    ),
-    pytest.param(
-        "B2-H3-K48-V100",
-        "bf16",
-        "permuted-k",
-        "default",
-        id="bf16-B2-H3-K48-V100-permuted-k-default",
-    ),
-    pytest.param(
-        "B2-H3-K48-V100",
-        "bf16",
-        "permuted-v",
-        "default",
-        id="bf16-B2-H3-K48-V100-permuted-v-default",
-    ),
-    pytest.param(
-        "B2-H3-K48-V100",
-        "bf16",
-        "permuted-g",
-        "default",
-        id="bf16-B2-H3-K48-V100-permuted-g-default",
-    ),
-    pytest.param(
-        "B2-H3-K48-V100", "fp16", "compact", "default", id="fp16-B2-H3-K48-V100-compact-default"
-    ),
-    pytest.param(
-        "B2-H3-K48-V100",
-        "fp16",
-        "permuted-state",
-        "default",
-        id="fp16-B2-H3-K48-V100-permuted-state-default",
-    ),
-    pytest.param(
-        "B2-H3-K48-V100",
-        "fp16",
-        "permuted-q",
-        "default",
-        id="fp16-B2-H3-K48-V100-permuted-q-default",
-    ),
-    pytest.param(
-        "B2-H3-K48-V100",
-        "fp16",
-        "permuted-k",
-        "default",
-        id="fp16-B2-H3-K48-V100-permuted-k-default",
-    ),
-    pytest.param(
-        "B2-H3-K48-V100",
-        "fp16",
-        "permuted-v",
-        "default",
-        id="fp16-B2-H3-K48-V100-permuted-v-default",
-    ),
-    pytest.param(
-        "B2-H3-K48-V100",
-        "fp16",
-        "permuted-g",
-        "default",
-        id="fp16-B2-H3-K48-V100-permuted-g-default",
-    ),
-    pytest.param(
-        "B2-H3-K48-V100", "fp32", "compact", "default", id="fp32-B2-H3-K48-V100-compact-default"
-    ),
-    pytest.param(
-        "B2-H3-K48-V100",
-        "fp32",
-        "permuted-state",
-        "default",
-        id="fp32-B2-H3-K48-V100-permuted-state-default",
-    ),
-    pytest.param(
-        "B2-H3-K48-V100",
-        "fp32",
-        "permuted-q",
-        "default",
-        id="fp32-B2-H3-K48-V100-permuted-q-default",
-    ),
-    pytest.param(
-        "B2-H3-K48-V100",
-        "fp32",
-        "permuted-k",
-        "default",
-        id="fp32-B2-H3-K48-V100-permuted-k-default",
-    ),
-    pytest.param(
-        "B2-H3-K48-V100",
-        "fp32",
-        "permuted-v",
-        "default",
-        id="fp32-B2-H3-K48-V100-permuted-v-default",
-    ),
-    pytest.param(
-        "B2-H3-K48-V100",
-        "fp32",
-        "permuted-g",
-        "default",
-        id="fp32-B2-H3-K48-V100-permuted-g-default",
-    ),
-    pytest.param(
-        "B1-H2-K64-V64", "bf16", "compact", "default", id="bf16-B1-H2-K64-V64-compact-default"
-    ),
-    pytest.param(
-        "B1-H2-K64-V64",
-        "bf16",
-        "permuted-state",
-        "default",
-        id="bf16-B1-H2-K64-V64-permuted-state-default",
-    ),
-    pytest.param(
-        "B1-H2-K64-V64", "bf16", "permuted-q", "default", id="bf16-B1-H2-K64-V64-permuted-q-default"
-    ),
-    pytest.param(
-        "B1-H2-K64-V64", "bf16", "permuted-k", "default", id="bf16-B1-H2-K64-V64-permuted-k-default"
-    ),
-    pytest.param(
-        "B1-H2-K64-V64", "bf16", "permuted-v", "default", id="bf16-B1-H2-K64-V64-permuted-v-default"
-    ),
-    pytest.param(
-        "B1-H2-K64-V64", "fp16", "compact", "default", id="fp16-B1-H2-K64-V64-compact-default"
-    ),
-    pytest.param(
-        "B1-H2-K64-V64",
-        "fp16",
-        "permuted-state",
-        "default",
-        id="fp16-B1-H2-K64-V64-permuted-state-default",
-    ),
-    pytest.param(
-        "B1-H2-K64-V64", "fp16", "permuted-q", "default", id="fp16-B1-H2-K64-V64-permuted-q-default"
-    ),
-    pytest.param(
-        "B1-H2-K64-V64", "fp16", "permuted-k", "default", id="fp16-B1-H2-K64-V64-permuted-k-default"
-    ),
-    pytest.param(
-        "B1-H2-K64-V64", "fp16", "permuted-v", "default", id="fp16-B1-H2-K64-V64-permuted-v-default"
-    ),
-    pytest.param(
-        "B1-H2-K64-V64", "fp32", "compact", "default", id="fp32-B1-H2-K64-V64-compact-default"
-    ),
-    pytest.param(
-        "B1-H2-K64-V64",
-        "fp32",
-        "permuted-state",
-        "default",
-        id="fp32-B1-H2-K64-V64-permuted-state-default",
-    ),
-    pytest.param(
-        "B1-H2-K64-V64", "fp32", "permuted-q", "default", id="fp32-B1-H2-K64-V64-permuted-q-default"
-    ),
-    pytest.param(
-        "B1-H2-K64-V64", "fp32", "permuted-k", "default", id="fp32-B1-H2-K64-V64-permuted-k-default"
-    ),
-    pytest.param(
-        "B1-H2-K64-V64", "fp32", "permuted-v", "default", id="fp32-B1-H2-K64-V64-permuted-v-default"
-    ),
-]
 ARG_NAMES = ("state", "q", "k", "v", "g", "scale")
 PUBLIC_OUTPUTS = ("output",)
 DIFFERENTIABLE = ()
 MUTATED = ("state",)
-FLAG = None
 
 
-def make_inputs(_sample: str, _dtype: str, _layout: str = "compact", _config: str = DEFAULT_CONFIG):
+def make_inputs(_sample: str, _dtype: str, _config: str = "default"):
+    """The public function's keyword arguments for a sample, dtype and configuration, compact."""
     _s = SAMPLES[_sample]
     _c = CONFIGS[_config]
     _dt = DTYPES[_dtype]
@@ -238,22 +72,15 @@ def make_inputs(_sample: str, _dtype: str, _layout: str = "compact", _config: st
     k = _t.randn(_gen, (B, H, K), q.dtype)
     v = _t.randn(_gen, (B, H, V), q.dtype)
     g = _t.logsigmoid(_gen, (B, H), torch.float32)
-    if _layout == "permuted-state":
-        state = _t.dense_permuted(state)
-    if _layout == "permuted-q":
-        q = _t.dense_permuted(q)
-    if _layout == "permuted-k":
-        k = _t.dense_permuted(k)
-    if _layout == "permuted-v":
-        v = _t.dense_permuted(v)
-    if _layout == "permuted-g":
-        g = _t.dense_permuted(g)
     return {"state": state, "q": q, "k": k, "v": v, "g": g, "scale": _s["scale"]}
 
 
+# (sample, dtype, layout, config): every configuration on compact inputs, and one
+# "permuted-<input>" layout per input that can be given a dense permuted layout.
+CASES = _t.cases(SAMPLES, DTYPES, CONFIGS, make_inputs)
 SUITE = _t.Suite(
     fn=recurrent_gla_step,
-    reference=recurrent_gla_step_ref,
+    reference=_reference,
     make_inputs=make_inputs,
     configs=CONFIGS,
     flag=FLAG,
@@ -268,7 +95,7 @@ SUITE = _t.Suite(
 
 @pytest.mark.parametrize("sample, dtype, layout, config", CASES)
 def test_opcheck_forward(sample, dtype, layout, config):
-    inputs = make_inputs(sample, dtype, layout, config)
+    inputs = SUITE.inputs(sample, dtype, layout, config)
     op = _fwd
     _t.opcheck(op, tuple(inputs[k] for k in ARG_NAMES))
 
@@ -279,22 +106,10 @@ def test_forward_matches_reference(sample, dtype, layout, config):
 
 
 @pytest.mark.parametrize(
-    "sample, name, how",
-    [
-        pytest.param("B2-H3-K48-V100", "state", "dtype-float64", id="state-dtype-float64"),
-        pytest.param("B2-H3-K48-V100", "state", "rank-plus-one", id="state-rank-plus-one"),
-        pytest.param("B2-H3-K48-V100", "q", "dtype-float64", id="q-dtype-float64"),
-        pytest.param("B2-H3-K48-V100", "q", "rank-plus-one", id="q-rank-plus-one"),
-        pytest.param("B2-H3-K48-V100", "k", "dtype-other", id="k-dtype-other"),
-        pytest.param("B2-H3-K48-V100", "k", "rank-plus-one", id="k-rank-plus-one"),
-        pytest.param("B2-H3-K48-V100", "v", "dtype-other", id="v-dtype-other"),
-        pytest.param("B2-H3-K48-V100", "v", "rank-plus-one", id="v-rank-plus-one"),
-        pytest.param("B2-H3-K48-V100", "g", "dtype-float64", id="g-dtype-float64"),
-        pytest.param("B2-H3-K48-V100", "g", "rank-plus-one", id="g-rank-plus-one"),
-    ],
+    "sample, name, how", _t.reject_cases(REJECTS, SAMPLES, next(iter(DTYPES)), CONFIGS, make_inputs)
 )
 def test_rejects_invalid_arguments(sample, name, how):
-    SUITE.check_rejects(sample, DEFAULT_CONFIG, name, how, "recurrent_gla_step")
+    SUITE.check_rejects(sample, "default", name, how, "recurrent_gla_step")
 
 
 @functools.cache
@@ -302,14 +117,8 @@ def _compiled(dynamic: bool):
     return torch.compile(recurrent_gla_step, fullgraph=True, dynamic=dynamic)
 
 
-COMPILE_CASES = [
-    pytest.param("B2-H3-K48-V100", "default", id="B2-H3-K48-V100-default"),
-    pytest.param("B1-H2-K64-V64", "default", id="B1-H2-K64-V64-default"),
-]
-
-
 @pytest.mark.parametrize("dynamic", [False, True], ids=["static", "dynamic"])
-@pytest.mark.parametrize("sample, config", COMPILE_CASES)
+@pytest.mark.parametrize("sample, config", _t.compile_cases(SAMPLES, CONFIGS))
 def test_compile_fullgraph(sample, config, dynamic):
     # Each configuration specializes a graph of the same function: allow that many recompiles.
     limits = {"recompile_limit": 4 * len(CONFIGS) + 8}
