@@ -4,34 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from codegen.emit.layout import bracket
 from codegen.emit.writer import write
 from codegen.spec.model import DType, Integration
 from codegen.spec.names import check_name
 from codegen.spec.shapes import ShapeError, parse_dim_expr, parse_entry, parse_shape
-
-
-def test_bracket_keeps_a_short_call_on_one_line():
-    assert bracket("f(", ["a", "b"], ")") == "f(a, b)"
-
-
-def test_bracket_hugs_call_arguments_that_fit_on_one_indented_line():
-    items = [f"argument_{i}" for i in range(7)]
-    assert bracket("result = some_function(", items, ")", "    ") == (
-        "    result = some_function(\n        " + ", ".join(items) + "\n    )"
-    )
-
-
-def test_bracket_puts_one_argument_per_line_when_they_do_not_fit():
-    items = [f"a_rather_long_argument_name_{i}" for i in range(5)]
-    out = bracket("f(", items, ")")
-    assert out.splitlines() == ["f(", *(f"    {item}," for item in items), ")"]
-
-
-def test_bracket_explodes_collection_displays():
-    items = [f'"key_{i}": {i}' for i in range(12)]
-    out = bracket("x = {", items, "}")
-    assert out.splitlines()[1] == '    "key_0": 0,' and out.endswith(",\n}")
 
 
 @pytest.mark.parametrize(

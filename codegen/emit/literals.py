@@ -2,7 +2,7 @@
 ``docstring`` filters.
 
 ``py`` writes any value a spec can carry (str, int, float, bool, None, tuples or lists of them,
-and the torch dtypes, layouts, memory formats and devices that schema defaults name) as a Python literal that evaluates back to the same value. ``docstring`` writes text as
+dicts of them, and the torch dtypes, layouts, memory formats and devices that schema defaults name) as a Python literal that evaluates back to the same value. ``docstring`` writes text as
 the body of a triple-double-quoted string that reads back as the same text. Nothing else in
 the generator prints spec text.
 """
@@ -30,6 +30,8 @@ def py(value: object) -> str:
         return f"({inner},)" if len(value) == 1 else f"({inner})"
     if isinstance(value, list):
         return "[" + ", ".join(py(v) for v in value) + "]"
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{py(k)}: {py(v)}" for k, v in value.items()) + "}"
     if isinstance(value, (torch.dtype, torch.layout, torch.memory_format)):
         return str(value)  # torch.int64, torch.strided, torch.contiguous_format
     if isinstance(value, torch.device):

@@ -77,6 +77,6 @@ def render(spec: Spec, ops: tuple[ResolvedOp, ...], spec_name: str) -> dict[str,
     for r in ops:
         view = views[r.name]
         files[f"{root}/{view.module}.py"] = op_template.render(header=head, op=view)
-        tv = tests_view(spec, r.op, view)
+        tv = tests_view(spec, r)
         files[f"tests/{r.names.test_module}.py"] = test_template.render(header=head, t=tv)
     return format_sources(dict(sorted(files.items())))

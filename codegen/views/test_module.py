@@ -1,104 +1,120 @@
-"""View model of a generated test module: the operator's tables and its input builders.
+"""Records for one generated test module (``generated/tests/test_<op>.py``).
 
 The module holds data (samples, dtypes, tolerances, configuration axes, ways to break each
-argument); ``codegen/runtime/testing.py`` turns the tables into pytest cases at import time, so
-one more sample or dtype in the spec is one more row here, not one more block of cases.
+argument) and two small builders (the public function's inputs, the backward's arguments);
+``codegen/runtime/testing.py`` turns the tables into pytest cases at import time, so one more
+sample or dtype in the spec is one more row, not one more block of cases. Values from the spec
+stay Python values here; ``templates/test_op.py.jinja`` writes them with the ``py`` filter.
 """
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 
-from ..emit.layout import INDENT, bracket
-from ..resolve.dims import plan
-from ..resolve.samples import literal_inputs, sample_dims
-from ..spec.model import Integration, Op, Sample, Spec
+from ..resolve.resolved import ResolvedOp, Role
+from ..spec.model import DType, Integration, Sample, Spec
 from ..spec.shapes import ELLIPSIS
-from .op_module import OpView
+from .op_module import Statement
 
-IN1, IN2 = INDENT, INDENT * 2
-
-
-@dataclass(frozen=True)
-class Facts:
-    """What the tests read from the model that is derived in more than one place today."""
-
-    optional: tuple[str, ...]  # optional tensor inputs of the forward schema
-    literal: frozenset[str]  # inputs whose values samples spell out (given, never generated)
-    dims: frozenset[str]  # dims each sample sizes
-    pair_extras: tuple[str, ...]  # returns of the arity pair beyond the forward's
+WRONG_DTYPES = ("float64", "int32", "bool")
 
 
-def facts(op: Op) -> Facts:
-    """The one place the test view reads these from the model (a resolved field can replace it)."""
-    fwd = op.forward.schema
-    pair = op.arity_pair
-    return Facts(
-        optional=tuple(a.name for a in fwd.arguments if a.is_tensor and a.optional),
-        literal=frozenset(literal_inputs(op)),
-        dims=frozenset(sample_dims(op)),
-        pair_extras=tuple(r.name for r in pair.schema.returns[len(fwd.returns) :]) if pair else (),
-    )
+@dataclass(frozen=True, slots=True)
+class DTypeRow:
+    short: str  # the id used in test ids: fp32, bf16
+    name: str  # the torch attribute: float32
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
+class LiteralInput:
+    """An input whose values a sample spells out (sequence offsets)."""
+
+    name: str
+    dtype: str
+
+
+@dataclass(frozen=True, slots=True)
+class MadeInput:
+    """An input drawn from a seeded generator: ``_t.<init>(_gen, <shape>, <dtype>)``."""
+
+    name: str
+    init: str
+    shape: str  # tuple expression over the sample's dims
+    dtype: str  # expression: _dt, torch.float32, q.dtype
+    optional: bool  # given only in configurations that give it
+
+
+@dataclass(frozen=True, slots=True)
+class Entry:
+    """One argument of a call built by name.
+
+    ``kind``: ``tensor`` (the local of that name), ``variant`` (the configuration's value),
+    ``default`` (the sample's value, else ``default``), ``required`` (the sample's value),
+    ``input`` (the forward input of that name), ``grad`` (random, shaped like ``source``).
+    """
+
+    name: str
+    kind: str
+    default: object = None
+    source: str = ""
+    optional: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class InputsView:
+    batch: bool
+    dims: tuple[str, ...]
+    literals: tuple[LiteralInput, ...]
+    derived: tuple[Statement, ...]
+    made: tuple[MadeInput, ...]
+    entries: tuple[Entry, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class BackwardView:
+    flag: str | None
+    targets: tuple[str, ...]  # forward outputs
+    wide_targets: tuple[str, ...]  # outputs of the arity twin
+    extras: tuple[str, ...]
+    entries: tuple[Entry, ...]
+    inputs: tuple[str, ...]  # forward inputs the backward takes (permutable there)
+    incoming: tuple[str, ...]  # incoming gradients
+
+
+@dataclass(frozen=True, slots=True)
 class TestsView:
     op: str
     package: str
     namespace: str
-    reference_module: str
-    reference_fn: str
+    reference: str  # module:function
+    forward: str  # registered operator names
+    pair: str | None
+    backward_op: str | None
     registered: bool
     triton_op: bool
-    has_backward: bool
     has_gradients: bool
     cuda_graph: bool  # no data-dependent sizes: the launchers never sync with the host
-    has_pair: bool
-    pair_suffix: str
-    flag: str | None
     dynamic: bool
     seed: int
-    samples: tuple[str, ...]
-    dtypes: tuple[str, ...]
-    tolerance: tuple[str, ...]
-    grad_tolerance: tuple[str, ...]
-    variants: tuple[str, ...]
-    optional: str
-    rejects: tuple[str, ...]
-    make_inputs: tuple[str, ...]
-    backward_args: tuple[str, ...]
-    backward_inputs: str
-    incoming_grads: str
-    public_outputs: str
-    differentiable: str
-    mutated: str
-    arg_names: str
+    samples: dict
+    dtypes: tuple[DTypeRow, ...]
+    tolerance: dict
+    grad_tolerance: dict
+    variants: dict
+    optional: tuple[str, ...]
+    flag: str | None
+    rejects: dict
+    arg_names: tuple[str, ...]
+    public_outputs: tuple[str, ...]
+    differentiable: tuple[str, ...]
+    mutated: tuple[str, ...]
     compile_dtype: str
-    varlen: bool
-    varlen_lines: tuple[str, ...]
-
-    @property
-    def flag_literal(self) -> str:
-        return json.dumps(self.flag) if self.flag else "None"
+    varlen: dict | None  # PACKED_DIM, PER_SEQUENCE, OFFSETS
+    inputs: InputsView
+    backward: BackwardView | None
 
 
-def _tuple(names) -> str:
-    names = list(names)
-    if len(names) == 1:
-        return f"({json.dumps(names[0])},)"
-    return "(" + ", ".join(json.dumps(n) for n in names) + ")"
-
-
-def _literal(value) -> str:
-    if isinstance(value, str):
-        return json.dumps(value)
-    if isinstance(value, tuple):
-        return "(" + ", ".join(_literal(v) for v in value) + ("," if len(value) == 1 else "") + ")"
-    return repr(value)
-
-
-def sample_id(sample: Sample, dims: set[str]) -> str:
+def sample_id(sample: Sample, dims: tuple[str, ...]) -> str:
     parts = []
     if sample.batch is not None:
         parts.append("batch" + ("x".join(str(b) for b in sample.batch) if sample.batch else "0"))
@@ -110,236 +126,180 @@ def sample_id(sample: Sample, dims: set[str]) -> str:
     return "-".join(parts)
 
 
-def _schema_default_first(values: tuple, default: str | None) -> tuple:
-    """Variant values with the schema default (as the schema spells it) first."""
-    first = [v for v in values if default in (json.dumps(v), repr(v), str(v))]
-    return tuple(first[:1]) + tuple(v for v in values if v not in first[:1])
+def _tuple_expr(parts: list[str]) -> str:
+    return f"({parts[0]},)" if len(parts) == 1 else "(" + ", ".join(parts) + ")"
 
 
 class _Builder:
-    def __init__(self, spec: Spec, op: Op) -> None:
-        self.spec, self.op = spec, op
-        self.plan = plan(op)
-        self.fwd = op.forward.schema
-        self.facts = facts(op)
-        self.pair = op.arity_pair
+    def __init__(self, spec: Spec, r: ResolvedOp) -> None:
+        self.spec, self.r, self.op = spec, r, r.op
+        self.fwd = r.op.forward.schema
 
-    def variants(self) -> list[str]:
-        lines = []
+    def test_dtypes(self) -> tuple[DType, ...]:
+        return self.op.tests.dtypes or self.op.primary.dtypes
+
+    def samples(self) -> dict:
+        out = {}
+        for s in self.op.tests.samples:
+            entries = {"batch": tuple(s.batch)} if s.batch is not None else {}
+            entries.update(s.entries)
+            out[sample_id(s, self.r.sample_dims)] = entries
+        return out
+
+    def variants(self) -> dict:
+        """Variant values, the schema default first: the "default" configuration takes it."""
+        out = {}
         for v in self.op.variants:
             arg = self.fwd.argument(v.arg)
-            values = _schema_default_first(v.values, arg.default if arg else None)
-            lines.append(f"{IN1}{json.dumps(v.arg)}: {_literal(values)},")
-        return lines
+            first = [x for x in v.values if arg.has_default and x == arg.default_value]
+            out[v.arg] = tuple(first[:1]) + tuple(x for x in v.values if x not in first[:1])
+        return out
 
-    def optional(self) -> str:
-        """Optional inputs that configurations give or leave out (literal ones samples decide)."""
-        return _tuple([n for n in self.facts.optional if n not in self.facts.literal])
-
-    def make_inputs(self) -> list[str]:
-        op, literal = self.op, self.facts.literal
-        lines = [
-            f"{IN1}_s = SAMPLES[_sample]",
-            f"{IN1}_c = CONFIGS[_config]",
-            f"{IN1}_dt = DTYPES[_dtype]",
-            f"{IN1}_gen = torch.Generator().manual_seed(SEED)",
-        ]
-        if self.plan.batch_source is not None:
-            lines.append(f'{IN1}batch = _s["batch"]')
-        for name in sorted(self.facts.dims, key=list(self.plan.bound).index):
-            lines.append(f"{IN1}{name} = _s[{json.dumps(name)}]")
-        for decl in op.inputs:
-            if decl.name in literal:
-                dt = f"torch.{decl.dtypes[0].torch_name}" if decl.dtypes else "torch.int32"
-                lines.append(f"{IN1}{decl.name} = _s.get({json.dumps(decl.name)})")
-                lines.append(f"{IN1}if {decl.name} is not None:")
-                lines.append(
-                    f"{IN2}{decl.name} = torch.tensor({decl.name}, dtype={dt}, device=_t.DEVICE)"
-                )
-        for d in op.dims:
-            lines.append(f"{IN1}{d.name} = {d.expr.render({})}")
-        for decl in op.inputs:
-            if decl.name in literal:
+    def inputs(self) -> InputsView:
+        r, op = self.r, self.op
+        literal = set(r.literal_inputs)
+        literals = tuple(
+            LiteralInput(d.name, d.dtypes[0].torch_name if d.dtypes else "int32")
+            for d in op.inputs
+            if d.name in literal
+        )
+        made = []
+        tested = set(self.test_dtypes())
+        for d in op.inputs:
+            if d.name in literal:
                 continue
-            parts = ["*batch" if e == ELLIPSIS else e.render({}) for e in decl.shape.entries]
-            shape = "(" + ", ".join(parts) + ("," if len(parts) == 1 else "") + ")"
-            if decl.same_dtype_as is not None:
-                dtype = f"{decl.same_dtype_as}.dtype"
-            elif set(decl.dtypes) >= set(self.test_dtypes()):
+            shape = _tuple_expr(
+                ["*batch" if e == ELLIPSIS else e.render({}) for e in d.shape.entries]
+            )
+            if d.same_dtype_as is not None:
+                dtype = f"{d.same_dtype_as}.dtype"
+            elif set(d.dtypes) >= tested:
                 dtype = "_dt"
             else:
-                dtype = f"torch.{decl.dtypes[0].torch_name}"
-            call = f"_t.{decl.init}(_gen, {shape}, {dtype})"
-            if decl.name in self.facts.optional:
-                lines.append(f"{IN1}{decl.name} = {call} if _c[{json.dumps(decl.name)}] else None")
-            else:
-                lines.append(f"{IN1}{decl.name} = {call}")
+                dtype = f"torch.{d.dtypes[0].torch_name}"
+            made.append(MadeInput(d.name, d.init, shape, dtype, d.name in r.optional_inputs))
         entries = []
         for a in self.fwd.arguments:
             if a.is_tensor:
-                entries.append(f"{json.dumps(a.name)}: {a.name}")
+                entries.append(Entry(a.name, "tensor"))
             elif op.variant(a.name) is not None:
-                entries.append(f"{json.dumps(a.name)}: _c[{json.dumps(a.name)}]")
-            elif a.default is not None:
-                entries.append(f"{json.dumps(a.name)}: _s.get({json.dumps(a.name)}, {a.default})")
+                entries.append(Entry(a.name, "variant"))
+            elif a.has_default:
+                entries.append(Entry(a.name, "default", a.default_value))
             else:
-                entries.append(f"{json.dumps(a.name)}: _s[{json.dumps(a.name)}]")
-        lines.append(bracket("return {", entries, "}", IN1))
-        return lines
-
-    def test_dtypes(self):
-        return self.op.tests.dtypes or self.op.primary.dtypes
-
-    def incoming_grads(self) -> list[str]:
-        op = self.op
-        return [
-            a.name
-            for a in op.backward.schema.arguments
-            if a.name.startswith("grad_") and op.output(a.name[5:]) is not None
-        ]
-
-    def backward_args(self) -> list[str]:
-        """Body of ``backward_args(inputs, config, gen)``: the backward's arguments by name."""
-        op = self.op
-        bwd = op.backward.schema
-        lines = []
-        fwd_names = [r.name for r in self.fwd.returns]
-        base = [o.name for o in op.outputs if not self.pair or o.name in fwd_names]
-        args = "*(inputs[k] for k in ARG_NAMES)"
-        if self.pair:
-            wide = [o.name for o in op.outputs]
-            lines.append(f"{IN1}if CONFIGS[config][FLAG]:")
-            lines.append(f"{IN2}{', '.join(wide)} = _fwd_pair({args})")
-            lines.append(f"{IN1}else:")
-            lines.append(f"{IN2}{', '.join(base)} = _fwd({args})")
-            for e in self.facts.pair_extras:
-                lines.append(f"{IN2}{e} = None")
-        else:
-            lines.append(f"{IN1}{', '.join(base)} = _fwd({args})")
-        entries = []
-        for a in bwd.arguments:
-            if a.name in self.incoming_grads():
-                o = a.name[5:]
-                grad = f"_t.randn(gen, {o}.shape, {o}.dtype)"
-                if a.optional:
-                    grad += f" if {o} is not None else None"
-                entries.append(f"{json.dumps(a.name)}: {grad}")
-            elif self.fwd.argument(a.name) is not None:
-                entries.append(f"{json.dumps(a.name)}: inputs[{json.dumps(a.name)}]")
-            else:
-                entries.append(f"{json.dumps(a.name)}: {a.name}")
-        lines.append(bracket("return {", entries, "}", IN1))
-        return lines
-
-    def backward_inputs(self) -> str:
-        """Forward inputs the backward takes: the ones a permuted layout can be given there."""
-        names = {a.name for a in self.op.backward.schema.arguments}
-        return _tuple([d.name for d in self.op.inputs if d.name in names])
-
-    def varlen_lines(self) -> list[str]:
-        v = self.op.tests.varlen
-        if v is None:
-            return []
-        idx = {}
-        for decl in list(self.op.inputs) + list(self.op.outputs):
-            for pos, e in enumerate(decl.shape.entries):
-                if e != ELLIPSIS and e.name == v.dim:
-                    idx[decl.name] = pos
-        return [
-            f"PACKED_DIM = {json.dumps(idx, sort_keys=False)}",
-            f"PER_SEQUENCE = {_tuple(v.per_sequence) if v.per_sequence else '()'}",
-            f"OFFSETS = {json.dumps(v.offsets)}",
-        ]
-
-    def samples(self) -> list[str]:
-        lines = []
-        for s in self.op.tests.samples:
-            sid = sample_id(s, self.facts.dims)
-            entries = [f'"batch": {tuple(s.batch)!r}'] if s.batch is not None else []
-            entries += [f"{json.dumps(k)}: {_literal(v)}" for k, v in s.entries]
-            lines.append(f"{IN1}{json.dumps(sid)}: {{{', '.join(entries)}}},")
-        return lines
-
-    def build(self) -> TestsView:
-        op, t = self.op, self.op.tests
-        dtypes = self.test_dtypes()
-        tol, gtol = dict(t.tolerance), dict(t.grad_tolerance)
-        public = [o.name for o in op.outputs if o.public]
-        mutated = [d.name for d in op.inputs if d.mutated]
-        return TestsView(
-            op=op.name,
-            package=self.spec.package,
-            namespace=self.spec.namespace,
-            reference_module=op.reference.split(":")[0],
-            reference_fn=op.reference.split(":")[1],
-            registered=op.integration is not Integration.EAGER,
-            triton_op=op.integration is Integration.TRITON_OP,
-            has_backward=op.backward is not None,
-            cuda_graph=not op.dynamic_dims,
-            has_gradients=op.backward is not None
-            or (op.integration is Integration.EAGER and not mutated),
-            has_pair=self.pair is not None,
-            pair_suffix=self.pair.suffix if self.pair else "",
-            flag=self.pair.flag if self.pair else None,
-            dynamic=bool(op.dynamic_dims),
-            seed=t.seed,
-            samples=tuple(self.samples()),
-            dtypes=tuple(f"{IN1}{json.dumps(d.short)}: torch.{d.torch_name}," for d in dtypes),
-            tolerance=tuple(
-                f"{IN1}{json.dumps(d.short)}: ({tol[d].atol!r}, {tol[d].rtol!r})," for d in dtypes
-            ),
-            grad_tolerance=tuple(
-                f"{IN1}{json.dumps(d.short)}: ({gtol[d].atol!r}, {gtol[d].rtol!r})," for d in dtypes
-            ),
-            variants=tuple(self.variants()),
-            optional=self.optional(),
-            rejects=tuple(self.rejects()),
-            make_inputs=tuple(self.make_inputs()),
-            backward_args=tuple(self.backward_args()) if op.backward else (),
-            backward_inputs=self.backward_inputs() if op.backward else "()",
-            incoming_grads=_tuple(self.incoming_grads()) if op.backward else "()",
-            public_outputs=_tuple(public),
-            differentiable=self.differentiable(),
-            mutated=_tuple(mutated) if mutated else "()",
-            arg_names=_tuple([a.name for a in self.fwd.arguments]),
-            compile_dtype=json.dumps(dtypes[0].short),
-            varlen=t.varlen is not None,
-            varlen_lines=tuple(self.varlen_lines()),
+                entries.append(Entry(a.name, "required"))
+        return InputsView(
+            batch=r.plan.batch_source is not None,
+            dims=r.sample_dims,
+            literals=literals,
+            derived=tuple(Statement(d.name, d.expr.render({})) for d in op.dims),
+            made=tuple(made),
+            entries=tuple(entries),
         )
 
-    def rejects(self) -> list[str]:
+    def backward(self) -> BackwardView | None:
+        r = self.r
+        if r.backward is None:
+            return None
+        entries = []
+        for a in r.backward_args:
+            if a.role is Role.GRADIENT:
+                entries.append(Entry(a.name, "grad", source=a.source, optional=a.optional))
+            elif a.role is Role.ARGUMENT:
+                entries.append(Entry(a.name, "input"))
+            else:
+                entries.append(Entry(a.name, "tensor"))
+        base = tuple(o.name for o in self.op.outputs if o.name not in r.pair_extras)
+        taken = {a.name for a in r.backward_args}
+        return BackwardView(
+            flag=r.flag,
+            targets=base,
+            wide_targets=base + r.pair_extras,
+            extras=r.pair_extras,
+            entries=tuple(entries),
+            inputs=tuple(d.name for d in self.op.inputs if d.name in taken),
+            incoming=tuple(a.name for a in r.backward_args if a.role is Role.GRADIENT),
+        )
+
+    def rejects(self) -> dict:
         """argument -> how to break it: a wrong dtype, a wrong rank, a value outside a variant."""
-        wrong_dtypes = ("float64", "int32", "bool")
-        lines = []
+        out = {}
         for decl in self.op.inputs:
-            hows = []
             if decl.same_dtype_as is None:
                 allowed = {d.torch_name for d in decl.dtypes}
-                hows.append("dtype-" + next(d for d in wrong_dtypes if d not in allowed))
+                hows = ["dtype-" + next(d for d in WRONG_DTYPES if d not in allowed)]
             else:
-                hows.append("dtype-other")
+                hows = ["dtype-other"]
             if not decl.shape.has_ellipsis:
                 hows.append("rank-plus-one")
             elif decl.shape.min_rank >= 2:
                 hows.append("rank-one")
-            lines.append(f"{IN1}{json.dumps(decl.name)}: {_literal(tuple(hows))},")
+            out[decl.name] = tuple(hows)
         for v in self.op.variants:
-            lines.append(f'{IN1}{json.dumps(v.arg)}: ("value",),')
-        return lines
+            out[v.arg] = ("value",)
+        return out
 
-    def differentiable(self) -> str:
+    def differentiable(self) -> tuple[str, ...]:
         op = self.op
         if op.backward is None and op.integration is not Integration.EAGER:
-            return "()"
-        names = [
+            return ()
+        return tuple(
             d.name
             for d in op.inputs
             if d.differentiable
             and not d.mutated
             and any(x.is_floating for x in (d.dtypes or op.primary.dtypes))
-        ]
-        return _tuple(names) if names else "()"
+        )
+
+    def varlen(self) -> dict | None:
+        v = self.op.tests.varlen
+        if v is None:
+            return None
+        packed = {}
+        for decl in list(self.op.inputs) + list(self.op.outputs):
+            for pos, e in enumerate(decl.shape.entries):
+                if e != ELLIPSIS and e.name == v.dim:
+                    packed[decl.name] = pos
+        return {"packed_dim": packed, "per_sequence": v.per_sequence, "offsets": v.offsets}
+
+    def build(self) -> TestsView:
+        r, op, t = self.r, self.op, self.op.tests
+        dtypes = self.test_dtypes()
+        tol, gtol = dict(t.tolerance), dict(t.grad_tolerance)
+        mutated = tuple(d.name for d in op.inputs if d.mutated)
+        return TestsView(
+            op=r.names.public,
+            package=self.spec.package,
+            namespace=self.spec.namespace,
+            reference=op.reference,
+            forward=r.forward.names.name,
+            pair=r.pair.names.name if r.pair else None,
+            backward_op=r.backward.names.name if r.backward else None,
+            registered=op.integration is not Integration.EAGER,
+            triton_op=op.integration is Integration.TRITON_OP,
+            has_gradients=op.backward is not None
+            or (op.integration is Integration.EAGER and not mutated),
+            cuda_graph=not op.dynamic_dims,
+            dynamic=bool(op.dynamic_dims),
+            seed=t.seed,
+            samples=self.samples(),
+            dtypes=tuple(DTypeRow(d.short, d.torch_name) for d in dtypes),
+            tolerance={d.short: (tol[d].atol, tol[d].rtol) for d in dtypes},
+            grad_tolerance={d.short: (gtol[d].atol, gtol[d].rtol) for d in dtypes},
+            variants=self.variants(),
+            optional=tuple(n for n in r.optional_inputs if n not in r.literal_inputs),
+            flag=r.flag,
+            rejects=self.rejects(),
+            arg_names=tuple(a.name for a in self.fwd.arguments),
+            public_outputs=r.public_outputs,
+            differentiable=self.differentiable(),
+            mutated=mutated,
+            compile_dtype=dtypes[0].short,
+            varlen=self.varlen(),
+            inputs=self.inputs(),
+            backward=self.backward(),
+        )
 
 
-def tests_view(spec: Spec, op: Op, view: OpView | None = None) -> TestsView:
-    return _Builder(spec, op).build()
+def tests_view(spec: Spec, r: ResolvedOp) -> TestsView:
+    return _Builder(spec, r).build()

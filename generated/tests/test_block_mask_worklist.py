@@ -58,7 +58,9 @@ def make_inputs(_sample: str, _dtype: str, _config: str = "default"):
     QB = _s["QB"]
     KB = _s["KB"]
     mask = _t.mask(_gen, (B, H, QB, KB), _dt)
-    return {"mask": mask}
+    return {
+        "mask": mask,
+    }
 
 
 # (sample, dtype, layout, config): every configuration on compact inputs, and one

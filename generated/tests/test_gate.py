@@ -44,9 +44,7 @@ GRAD_TOLERANCE = {
 }
 # Configurations: each variant value (the schema default first) x each optional input given or
 # None x the arity flag on or off; the first, "default", takes the first of each.
-VARIANTS = {
-    "kind": ("softplus", "lower_bound"),
-}
+VARIANTS = {"kind": ("softplus", "lower_bound")}
 OPTIONAL = ("A_log", "dt_bias")
 FLAG = None
 CONFIGS = _t.configs(VARIANTS, OPTIONAL, FLAG)

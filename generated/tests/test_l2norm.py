@@ -65,13 +65,20 @@ def make_inputs(_sample: str, _dtype: str, _config: str = "default"):
     batch = _s["batch"]
     D = _s["D"]
     x = _t.randn(_gen, (*batch, D), _dt)
-    return {"x": x, "eps": _s.get("eps", 1e-06)}
+    return {
+        "x": x,
+        "eps": _s.get("eps", 1e-06),
+    }
 
 
 def backward_args(inputs: dict, config: str, gen: torch.Generator) -> dict:
     """The backward operator's arguments by name, after the forward operator on ``inputs``."""
     y, rstd = _fwd(*(inputs[k] for k in ARG_NAMES))
-    return {"grad_y": _t.randn(gen, y.shape, y.dtype), "x": inputs["x"], "rstd": rstd}
+    return {
+        "grad_y": _t.randn(gen, y.shape, y.dtype),
+        "x": inputs["x"],
+        "rstd": rstd,
+    }
 
 
 # (sample, dtype, layout, config): every configuration on compact inputs, and one

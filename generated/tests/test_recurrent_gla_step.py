@@ -72,7 +72,14 @@ def make_inputs(_sample: str, _dtype: str, _config: str = "default"):
     k = _t.randn(_gen, (B, H, K), q.dtype)
     v = _t.randn(_gen, (B, H, V), q.dtype)
     g = _t.logsigmoid(_gen, (B, H), torch.float32)
-    return {"state": state, "q": q, "k": k, "v": v, "g": g, "scale": _s["scale"]}
+    return {
+        "state": state,
+        "q": q,
+        "k": k,
+        "v": v,
+        "g": g,
+        "scale": _s["scale"],
+    }
 
 
 # (sample, dtype, layout, config): every configuration on compact inputs, and one
