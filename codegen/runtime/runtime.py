@@ -152,3 +152,44 @@ def check_mutated(op: str, name: str, value: torch.Tensor, others: dict) -> None
                 f"{op}: {name} is updated in place and shares memory with {other}; "
                 f"pass {other} as a separate tensor (e.g. {other}.clone())"
             )
+
+
+# Note [offsets]: sequence offsets index every packed row, so a malformed one would make a kernel
+# read or write outside its tensors. Eager calls read them on the host (one small copy, a
+# synchronization on CUDA) and name the first bad entry; compiled graphs check them on the
+# device with torch._assert_async, which refuses before any later kernel runs. Callers that have
+# validated their offsets already can turn the host check off (set_offsets_check(False)).
+_CHECK_OFFSETS = True
+
+
+def set_offsets_check(enabled: bool) -> None:
+    """Turn the eager check of sequence offsets on or off for every operator of the package."""
+    global _CHECK_OFFSETS
+    _CHECK_OFFSETS = bool(enabled)
+
+
+def check_offsets(op: str, name: str, offsets: torch.Tensor, total: int, dim: str) -> torch.Tensor:
+    """``offsets`` (contiguous), once it partitions ``[0, total)`` into sequences in order."""
+    if offsets.stride(0) != 1:
+        offsets = offsets.contiguous()
+    n = offsets.shape[0]
+    if n < 2:
+        raise ValueError(f"{op}: {name} must hold at least two offsets (0 and {dim}), got {n}")
+    if torch.compiler.is_compiling():
+        ok = (offsets[0] == 0) & (offsets[-1] == total) & (offsets[1:] >= offsets[:-1]).all()
+        torch._assert_async(ok, f"{op}: {name} must rise from 0 to {dim} without decreasing")
+        return offsets
+    if not _CHECK_OFFSETS or offsets.is_meta:
+        return offsets
+    values = offsets.tolist()
+    if values[0] != 0:
+        raise ValueError(f"{op}: {name}[0] must be 0, got {values[0]}")
+    for i in range(1, n):
+        if values[i] < values[i - 1]:
+            raise ValueError(
+                f"{op}: {name} must not decrease, got {name}[{i}] = {values[i]} after "
+                f"{name}[{i - 1}] = {values[i - 1]}"
+            )
+    if values[-1] != total:
+        raise ValueError(f"{op}: {name}[{n - 1}] must equal {dim} = {total}, got {values[-1]}")
+    return offsets

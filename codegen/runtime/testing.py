@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import importlib
 import itertools
+import os
 import re
+import subprocess
+import sys
 from collections.abc import Callable, Iterable
 
 import pytest
@@ -460,3 +463,125 @@ class Suite:
             assert_close(got, want, 1e-5, 1e-5, "graph replay gradient")
         for name in self.mutated:
             assert_close(static[name], expected_inputs[name], 1e-5, 1e-5, f"{name} after replay")
+
+
+# Hostile inputs. Each is refused by the public function before anything is launched; the
+# offsets cases run in a child process so that a launcher reached by mistake (and the memory it
+# would corrupt) fails the test instead of ending the test run.
+
+MALFORMED_OFFSETS = ("past-end", "short", "negative", "first-not-zero", "decreasing", "one", "none")
+
+
+def malformed_offsets(offsets: Tensor, how: str) -> Tensor:
+    """Valid sequence offsets made invalid in the way ``how`` names."""
+    values = offsets.tolist()
+    if how == "past-end":
+        values[-1] += 5
+    elif how == "short":
+        values[-1] -= 1
+    elif how == "negative":
+        values[1] = -3
+    elif how == "first-not-zero":
+        values[0] = 1
+    elif how == "decreasing":
+        values[1] = values[-1] + 1
+    elif how == "one":
+        values = values[:1]
+    elif how == "none":
+        values = []
+    else:
+        raise ValueError(how)
+    return torch.tensor(values, dtype=offsets.dtype, device=offsets.device)
+
+
+def offsets_outcomes(fn: Callable, inputs: dict, name: str, flags: dict) -> list[str]:
+    """``<how> refused|ACCEPTED <message>`` for every malformed form of ``inputs[name]``."""
+    lines = []
+    for how in MALFORMED_OFFSETS:
+        bad = {**inputs, name: malformed_offsets(inputs[name], how)}
+        try:
+            fn(**bad, **flags)
+        except ValueError as exc:
+            lines.append(f"{how} refused {exc}")
+        else:
+            lines.append(f"{how} ACCEPTED")
+    return lines
+
+
+def run_isolated(test_file: str, function: str, *args) -> list[str]:
+    """Call ``function(*args)`` of the test module in a child process; its printed lines."""
+    code = (
+        "import importlib.util, sys\n"
+        f"spec = importlib.util.spec_from_file_location('isolated_tests', {test_file!r})\n"
+        "module = importlib.util.module_from_spec(spec)\n"
+        "spec.loader.exec_module(module)\n"
+        f"for line in module.{function}(*{args!r}):\n"
+        "    print(line)\n"
+    )
+    env = dict(os.environ)
+    if DEVICE == "cpu":
+        env.setdefault("TRITON_INTERPRET", "1")
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=600
+    )
+    assert done.returncode == 0, (
+        f"the child process ended with status {done.returncode}:\n{done.stdout}\n{done.stderr}"
+    )
+    return done.stdout.splitlines()
+
+
+def check_offsets_refused(lines: list[str], op: str, name: str) -> None:
+    assert len(lines) == len(MALFORMED_OFFSETS), lines
+    for line in lines:
+        how, outcome, *message = line.split(" ", 2)
+        assert outcome == "refused", f"{op}: {name} {how} was accepted"
+        assert message and message[0].startswith(f"{op}: {name}"), line
+
+
+def aliased_mutations(inputs: dict, name: str, others: Iterable[str]) -> list[tuple[str, dict]]:
+    """Ways to pass the mutated input ``name`` that torch's in-place operators refuse."""
+    value = inputs[name]
+    cases = []
+    if value.ndim >= 1 and value.shape[0] > 1:
+        expanded = value[:1].expand_as(value)
+        cases.append(("expanded", {**inputs, name: expanded}))
+    for other in others:
+        theirs = inputs[other]
+        if not isinstance(theirs, Tensor) or theirs.numel() == 0 or theirs.numel() > value.numel():
+            continue
+        view = value.detach().reshape(-1)[: theirs.numel()].view(theirs.shape)
+        if view.dtype == theirs.dtype:
+            cases.append((f"shares-{other}", {**inputs, other: view}))
+    leaf = value.detach().clone().requires_grad_() if value.is_floating_point() else None
+    if leaf is not None:
+        cases.append(("leaf-requires-grad", {**inputs, name: leaf}))
+    return cases
+
+
+def check_device(fn: Callable, inputs: dict, flags: dict, device: str) -> None:
+    """The public function called with every tensor on ``device`` (meta: shapes only)."""
+    expected = as_tuple(fn(**clone_inputs(inputs), **flags))
+    moved = {k: v.to(device) if isinstance(v, Tensor) else v for k, v in inputs.items()}
+    got = as_tuple(fn(**moved, **flags))
+    assert len(got) == len(expected)
+    for i, (g, e) in enumerate(zip(got, expected, strict=True)):
+        assert (g is None) == (e is None), f"output {i}"
+        if g is None:
+            continue
+        assert g.device.type == device, f"output {i} is on {g.device}, not {device}"
+        if device == "meta":
+            assert g.shape == e.shape and g.dtype == e.dtype, f"output {i}: {g.shape} vs {e.shape}"
+        else:
+            assert_close(g.cpu(), e.cpu(), 0.0, 0.0, f"output {i} on {device}")
+
+
+def check_mutation_refused(call: Callable, op: str, name: str, cases: list) -> None:
+    """Each ``(how, inputs)`` of ``aliased_mutations`` is refused with a message about ``name``."""
+    assert cases, f"no unsafe way to pass {name} was built"
+    for how, bad in cases:
+        try:
+            call(bad)
+        except RuntimeError as exc:
+            assert re.match(rejection_pattern(op, name), str(exc)), f"{how}: {exc}"
+        else:
+            raise AssertionError(f"{op} accepted {name} passed {how}")

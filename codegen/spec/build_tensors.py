@@ -13,7 +13,7 @@ from .model import INITS, DType, OutputDecl, TensorDecl
 from .reader import Reader, kind
 from .shapes import Shape, ShapeError, parse_shape
 
-INPUT_KEYS = ("shape", "dtypes", "dtype", "differentiable", "mutated", "init")
+INPUT_KEYS = ("shape", "dtypes", "dtype", "differentiable", "mutated", "init", "offsets")
 OUTPUT_KEYS = ("shape", "dtype", "public")
 
 
@@ -107,6 +107,16 @@ def inputs(reader: Reader, node: Node) -> tuple[TensorDecl, ...] | None:
                 ok = False
             else:
                 init = d.value
+        offsets, offsets_loc = None, None
+        if (d := m.get("offsets")) is not None:
+            offsets_loc = d.loc
+            if not isinstance(d.value, str) or not d.value:
+                reader.error(
+                    d.loc, f"'offsets' of input '{name}' must name the dim the offsets partition"
+                )
+                ok = False
+            else:
+                offsets = d.value
         if shape is None or dtypes is None:
             ok = False
             continue
@@ -120,6 +130,8 @@ def inputs(reader: Reader, node: Node) -> tuple[TensorDecl, ...] | None:
                 flags["mutated"],
                 init,
                 node.value.key_loc(name),
+                offsets,
+                offsets_loc,
             )
         )
     return tuple(decls) if ok else None

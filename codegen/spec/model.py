@@ -112,6 +112,8 @@ class TensorDecl:
     mutated: bool
     init: str  # test values: one of INITS
     loc: Location
+    offsets: str | None = None  # the dim whose extent these offsets partition into sequences
+    offsets_loc: Location | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -138,6 +138,7 @@ class TensorCheck:
     dtype_of: str | None  # or: the tensor whose dtype it must have
     device_of: str | None  # the tensor whose device it must be on; None: the first tensor
     devices: tuple[str, ...]
+    offsets: str | None = None  # sequence offsets partitioning this dim: values checked too
 
 
 @dataclass(frozen=True, slots=True)
@@ -212,6 +213,7 @@ class OpView:
     function: FunctionView | None
     public: PublicView
     exports: tuple[str, ...]
+    runtime_imports: tuple[str, ...]  # helpers of _runtime the module uses, sorted
 
 
 def import_order(name: str) -> tuple[int, str]:
@@ -590,6 +592,7 @@ class _Public(_Base):
             dtype_of=dtype_of,
             device_of=None if n == first else first,
             devices=devices if n == first else (),
+            offsets=self.op.input(n).offsets,
         )
 
     def _derived(self) -> list[Statement]:
@@ -620,6 +623,8 @@ class _Public(_Base):
             reads = [s for s in item.bindings if s.target in used or _read_by(s.target, item.late)]
             for s in reads:
                 used |= _names_in(s.value)
+            if item.offsets:
+                used.add(item.offsets)
             for test in item.early + item.late:
                 used |= _names_in(test)
             kept.append(_with_bindings(item, tuple(reads)))
@@ -665,7 +670,23 @@ class _Public(_Base):
             function=_Function(r)._function() if op.backward else None,
             public=public,
             exports=tuple(sorted((r.names.public, r.names.result), key=import_order)),
+            runtime_imports=_runtime_imports(op, public),
         )
+
+
+def _runtime_imports(op, public: PublicView) -> tuple[str, ...]:
+    used = {"launcher", "tensor_error"}
+    if public.mutated:
+        used.add("check_mutated")
+    if any(isinstance(c, TensorCheck) and c.offsets for c in public.checks):
+        used.add("check_offsets")
+    if public.constraints:
+        used.add("constraint_error")
+    if public.variants:
+        used.add("value_error")
+    if op.integration is Integration.TRITON_OP:
+        used.add("register_triton_op")
+    return tuple(sorted(used))
 
 
 def _names_in(expr: str) -> set[str]:
@@ -694,5 +715,6 @@ def op_view(r: ResolvedOp) -> OpView:
 
 def package_view(namespace: str, package: str, ops: tuple[OpView, ...]) -> PackageView:
     ops = tuple(sorted(ops, key=lambda v: v.module))
-    exports = tuple(sorted((name for op in ops for name in op.exports), key=import_order))
+    names = [name for op in ops for name in op.exports] + ["set_offsets_check"]
+    exports = tuple(sorted(names, key=import_order))
     return PackageView(namespace, package, ops, exports)

@@ -110,6 +110,8 @@ class TestsView:
     mutated: tuple[str, ...]
     compile_dtype: str
     varlen: dict | None  # PACKED_DIM, PER_SEQUENCE, OFFSETS
+    offsets: str | None  # the input declared as sequence offsets
+    devices: tuple[str, ...]  # the devices the public function accepts
     inputs: InputsView
     backward: BackwardView | None
 
@@ -296,6 +298,8 @@ class _Builder:
             mutated=mutated,
             compile_dtype=dtypes[0].short,
             varlen=self.varlen(),
+            offsets=next((d.name for d in op.inputs if d.offsets), None),
+            devices=r.devices,
             inputs=self.inputs(),
             backward=self.backward(),
         )

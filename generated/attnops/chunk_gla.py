@@ -8,6 +8,7 @@ from typing import NamedTuple
 import torch
 from torch import Tensor
 
+from ._runtime import check_offsets as _check_offsets
 from ._runtime import constraint_error as _constraint_error
 from ._runtime import launcher as _launcher
 from ._runtime import tensor_error as _tensor_error
@@ -328,6 +329,7 @@ def chunk_gla(
                 dtypes=_CHUNK_GLA_CU_SEQLENS_DTYPES,
                 device_of=("q", q),
             )
+        cu_seqlens = _check_offsets("chunk_gla", "cu_seqlens", cu_seqlens, T, "T")
     N = B if cu_seqlens is None else cu_seqlens.shape[0] - 1
     if initial_state is not None:
         if (

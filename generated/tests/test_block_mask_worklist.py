@@ -100,6 +100,17 @@ def test_rejects_invalid_arguments(sample, name, how):
     SUITE.check_rejects(sample, "default", name, how, "block_mask_worklist")
 
 
+@pytest.mark.parametrize("device", ("cuda", "cpu"))
+def test_accepts_each_listed_device(device):
+    if device == "cuda" and not torch.cuda.is_available():
+        pytest.skip("no CUDA device")
+    if device == "cpu" and _t.DEVICE == "cuda":
+        pytest.skip("Triton launchers run on CPU tensors only under TRITON_INTERPRET=1")
+    inputs = make_inputs(next(iter(SAMPLES)), next(iter(DTYPES)))
+    flags = {FLAG: False} if FLAG else {}
+    _t.check_device(block_mask_worklist, inputs, flags, device)
+
+
 @functools.cache
 def _compiled(dynamic: bool):
     return torch.compile(block_mask_worklist, fullgraph=True, dynamic=dynamic)

@@ -185,6 +185,30 @@ def test_packed_varlen_matches_per_sequence(sample, config):
     SUITE.check_varlen(sample, config, "fp32", OFFSETS, PACKED_DIM, PER_SEQUENCE)
 
 
+def malformed_offsets_outcomes(sample: str) -> list[str]:
+    """Run in a child process by test_rejects_malformed_offsets."""
+    inputs = make_inputs(sample, next(iter(DTYPES)))
+    flags = {FLAG: False} if FLAG else {}
+    return _t.offsets_outcomes(chunk_gla, inputs, "cu_seqlens", flags)
+
+
+@pytest.mark.parametrize("sample", _t.varlen_samples(SAMPLES, "cu_seqlens"))
+def test_rejects_malformed_offsets(sample):
+    lines = _t.run_isolated(__file__, "malformed_offsets_outcomes", sample)
+    _t.check_offsets_refused(lines, "chunk_gla", "cu_seqlens")
+
+
+@pytest.mark.parametrize("device", ("cuda", "cpu", "meta"))
+def test_accepts_each_listed_device(device):
+    if device == "cuda" and not torch.cuda.is_available():
+        pytest.skip("no CUDA device")
+    if device == "cpu" and _t.DEVICE == "cuda":
+        pytest.skip("Triton launchers run on CPU tensors only under TRITON_INTERPRET=1")
+    inputs = make_inputs(next(iter(SAMPLES)), next(iter(DTYPES)))
+    flags = {FLAG: False} if FLAG else {}
+    _t.check_device(chunk_gla, inputs, flags, device)
+
+
 @functools.cache
 def _compiled(dynamic: bool):
     return torch.compile(chunk_gla, fullgraph=True, dynamic=dynamic)

@@ -158,6 +158,17 @@ def test_gradients_match_reference(sample, dtype, layout, config):
     SUITE.check_gradients(sample, dtype, layout, config)
 
 
+@pytest.mark.parametrize("device", ("cuda", "cpu"))
+def test_accepts_each_listed_device(device):
+    if device == "cuda" and not torch.cuda.is_available():
+        pytest.skip("no CUDA device")
+    if device == "cpu" and _t.DEVICE == "cuda":
+        pytest.skip("Triton launchers run on CPU tensors only under TRITON_INTERPRET=1")
+    inputs = make_inputs(next(iter(SAMPLES)), next(iter(DTYPES)))
+    flags = {FLAG: False} if FLAG else {}
+    _t.check_device(gate, inputs, flags, device)
+
+
 @functools.cache
 def _compiled(dynamic: bool):
     return torch.compile(gate, fullgraph=True, dynamic=dynamic)

@@ -119,6 +119,30 @@ def test_rejects_invalid_arguments(sample, name, how):
     SUITE.check_rejects(sample, "default", name, how, "recurrent_gla_step")
 
 
+@pytest.mark.parametrize("name", MUTATED)
+def test_rejects_unsafe_mutation(name):
+    inputs = make_inputs(next(iter(SAMPLES)), next(iter(DTYPES)))
+    others = [k for k, v in inputs.items() if k != name and isinstance(v, torch.Tensor)]
+    cases = _t.aliased_mutations(inputs, name, others)
+    _t.check_mutation_refused(
+        lambda bad: SUITE.call(recurrent_gla_step, bad, "default"),
+        "recurrent_gla_step",
+        name,
+        cases,
+    )
+
+
+@pytest.mark.parametrize("device", ("cuda", "cpu", "meta"))
+def test_accepts_each_listed_device(device):
+    if device == "cuda" and not torch.cuda.is_available():
+        pytest.skip("no CUDA device")
+    if device == "cpu" and _t.DEVICE == "cuda":
+        pytest.skip("Triton launchers run on CPU tensors only under TRITON_INTERPRET=1")
+    inputs = make_inputs(next(iter(SAMPLES)), next(iter(DTYPES)))
+    flags = {FLAG: False} if FLAG else {}
+    _t.check_device(recurrent_gla_step, inputs, flags, device)
+
+
 @functools.cache
 def _compiled(dynamic: bool):
     return torch.compile(recurrent_gla_step, fullgraph=True, dynamic=dynamic)

@@ -53,6 +53,8 @@ def inputs(r: ResolvedOp, report: Report) -> None:
                     decl.loc,
                     f"input '{decl.name}' has no floating dtype; mark it 'differentiable: false'",
                 )
+        if decl.offsets is not None:
+            _offsets(r, decl, report)
     declared = {d.name for d in op.inputs}
     for name in tensor_args:
         if name not in declared:
@@ -60,6 +62,32 @@ def inputs(r: ResolvedOp, report: Report) -> None:
                 op.forward.schema_loc,
                 f"tensor argument '{name}' has no entry under 'inputs' (shape and dtypes)",
             )
+
+
+def _offsets(r: ResolvedOp, decl: TensorDecl, report: Report) -> None:
+    """Sequence offsets: a 1-D integer input partitioning a dim that a required input binds."""
+    loc = decl.offsets_loc
+    if decl.shape.has_ellipsis or len(decl.shape.entries) != 1:
+        report.error(loc, f"offsets input '{decl.name}' must have a 1-D shape, got {decl.shape}")
+    dtypes = allowed_dtypes(r.op, decl)
+    if not dtypes or any(d not in (DType.INT32, DType.INT64) for d in dtypes):
+        report.error(loc, f"offsets input '{decl.name}' must allow only int32 and int64 dtypes")
+    if decl.differentiable:
+        report.error(loc, f"offsets input '{decl.name}' must be marked 'differentiable: false'")
+    if decl.name not in r.literal_inputs:
+        report.error(
+            loc,
+            f"no test sample spells out '{decl.name}' (e.g. {decl.name}: [0, 5, 20]), so the "
+            "malformed-offsets tests would not run",
+        )
+    binding = r.plan.bound.get(decl.offsets)
+    if binding is None or binding.derived or binding.optional:
+        bound = [n for n, b in r.plan.bound.items() if not b.derived and not b.optional]
+        report.error(
+            loc,
+            f"offsets of '{decl.name}' partition dim '{decl.offsets}', which no required input "
+            f"binds{did_you_mean(decl.offsets, bound)}; dims: {one_of(bound)}",
+        )
 
 
 def allowed_dtypes(op: Op, decl: TensorDecl) -> tuple[DType, ...]:
