@@ -108,6 +108,11 @@ def constraint_error(op: str, message: str, **dims: int) -> ValueError:
     return ValueError(f"{op}: {message}; got {got}")
 
 
+def scalar_error(op: str, name: str, expected: str, value: object) -> TypeError:
+    """A non-tensor argument of the wrong type."""
+    return TypeError(f"{op}: {name} must be {expected}, got {type(value).__name__} {value!r}")
+
+
 def value_error(op: str, name: str, allowed: tuple, value: object) -> ValueError:
     """A variant argument outside its listed values."""
     return ValueError(f"{op}: {name} must be one of {', '.join(map(repr, allowed))}, got {value!r}")

@@ -149,6 +149,33 @@ class ConstraintCheck:
 
 
 @dataclass(frozen=True, slots=True)
+class ScalarCheck:
+    """A non-tensor argument: ``isinstance`` against what the dispatcher would accept."""
+
+    name: str
+    types: str  # a tuple expression of classes
+    expected: str  # how the message names the type, e.g. "float"
+    optional: bool
+
+
+# What the dispatcher accepts for each schema type, symbolic sizes included (torch.compile passes
+# SymInt / SymFloat for dynamic scalars).
+_SCALAR_TYPES = {
+    "int": ("int", "torch.SymInt"),
+    "SymInt": ("int", "torch.SymInt"),
+    "float": ("float", "int", "torch.SymFloat", "torch.SymInt"),
+    "bool": ("bool", "torch.SymBool"),
+    "str": ("str",),
+    "ScalarType": ("torch.dtype",),
+    "Layout": ("torch.layout",),
+    "MemoryFormat": ("torch.memory_format",),
+    "Device": ("torch.device", "str", "int"),
+    "Generator": ("torch.Generator",),
+    "Scalar": ("int", "float", "bool", "complex", "torch.SymInt", "torch.SymFloat"),
+}
+
+
+@dataclass(frozen=True, slots=True)
 class VariantCheck:
     arg: str
     constant: str
@@ -194,6 +221,7 @@ class PublicView:
     docstring: Docstring
     checks: tuple[TensorCheck | Statement, ...]
     constraints: tuple[ConstraintCheck, ...]
+    scalars: tuple[ScalarCheck, ...]
     variants: tuple[VariantCheck, ...]
     mutated: tuple[MutationCheck, ...]
     call: ForwardCall | None  # None: the autograd.Function computes the outputs
@@ -598,6 +626,20 @@ class _Public(_Base):
     def _derived(self) -> list[Statement]:
         return [Statement(d.name, d.expr.render({})) for d in self.op.dims]
 
+    def _scalars(self) -> tuple[ScalarCheck, ...]:
+        out = []
+        for a in self.fwd.arguments:
+            if a.is_tensor or a.is_tensor_list:
+                continue
+            base = a.type.rstrip("?")
+            if base.endswith("]"):
+                types, expected = ("list", "tuple"), f"a list ({base})"
+            else:
+                types, expected = _SCALAR_TYPES[base], base
+            classes = types[0] if len(types) == 1 else f"({', '.join(types)})"
+            out.append(ScalarCheck(a.name, classes, expected, a.optional))
+        return tuple(out)
+
     def _constraints(self) -> tuple[ConstraintCheck, ...]:
         out = []
         for c in self.op.constraints:
@@ -644,6 +686,7 @@ class _Public(_Base):
             docstring=self._docstring(),
             checks=tuple(checks),
             constraints=self._constraints(),
+            scalars=self._scalars(),
             variants=tuple(
                 VariantCheck(v.arg, r.names.constant(v.arg, "VALUES"), v.values)
                 for v in op.variants
@@ -684,6 +727,8 @@ def _runtime_imports(op, public: PublicView) -> tuple[str, ...]:
         used.add("constraint_error")
     if public.variants:
         used.add("value_error")
+    if public.scalars:
+        used.add("scalar_error")
     if op.integration is Integration.TRITON_OP:
         used.add("register_triton_op")
     return tuple(sorted(used))

@@ -237,8 +237,11 @@ class _Builder:
             elif decl.shape.min_rank >= 2:
                 hows.append("rank-one")
             out[decl.name] = tuple(hows)
+        for a in self.fwd.arguments:
+            if not a.is_tensor and not a.is_tensor_list:
+                out[a.name] = ("type",)
         for v in self.op.variants:
-            out[v.arg] = ("value",)
+            out[v.arg] = out.get(v.arg, ()) + ("value",)
         return out
 
     def differentiable(self) -> tuple[str, ...]:

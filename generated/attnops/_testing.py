@@ -126,6 +126,8 @@ def broken(value, how: str):
         return value.unsqueeze(0)
     if how == "rank-one":
         return value.reshape(-1)
+    if how == "type":
+        return object()
     if how == "value":
         return "not-a-variant" if isinstance(value, str) else -12345
     raise ValueError(how)
@@ -241,10 +243,15 @@ def present_in(samples: dict, dtype: str, config: str, make_inputs: Callable, na
 def reject_cases(rejects: dict, samples: dict, dtype: str, configs: dict, make_inputs) -> list:
     """``pytest.param(sample, name, how)`` for each way ``rejects`` breaks each argument."""
     default = next(iter(configs))
+
+    def sample_for(name: str, how: str) -> str:
+        # A value of the wrong type replaces whatever the argument held, None included.
+        if how == "type":
+            return next(iter(samples))
+        return present_in(samples, dtype, default, make_inputs, name)
+
     return [
-        pytest.param(
-            present_in(samples, dtype, default, make_inputs, name), name, how, id=f"{name}-{how}"
-        )
+        pytest.param(sample_for(name, how), name, how, id=f"{name}-{how}")
         for name, hows in rejects.items()
         for how in hows
     ]
@@ -349,7 +356,7 @@ class Suite:
         another argument's check (``"k must have the dtype of q"``) stand in for a missing one.
         """
         inputs = self.make_inputs(sample, next(iter(self.tolerance)), config)
-        assert inputs[name] is not None, f"{sample} gives {name} no value to break"
+        assert how == "type" or inputs[name] is not None, f"{sample} gives {name} no value to break"
         inputs[name] = broken(inputs[name], how)
         with pytest.raises((TypeError, ValueError), match=rejection_pattern(op_name, name)):
             self.call(self.fn, inputs, config)

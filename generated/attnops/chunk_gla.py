@@ -11,6 +11,7 @@ from torch import Tensor
 from ._runtime import check_offsets as _check_offsets
 from ._runtime import constraint_error as _constraint_error
 from ._runtime import launcher as _launcher
+from ._runtime import scalar_error as _scalar_error
 from ._runtime import tensor_error as _tensor_error
 
 torch.library.define(
@@ -348,6 +349,8 @@ def chunk_gla(
                 dtypes=_CHUNK_GLA_INITIAL_STATE_DTYPES,
                 device_of=("q", q),
             )
+    if scale is not None and not isinstance(scale, (float, int, torch.SymFloat, torch.SymInt)):
+        raise _scalar_error("chunk_gla", "scale", "float", scale)
     if cu_seqlens is not None and B != 1:
         raise _constraint_error("chunk_gla", "packed sequences (cu_seqlens) need B == 1", B=B)
     if K > 256:

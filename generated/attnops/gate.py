@@ -10,6 +10,7 @@ from torch import Tensor
 
 from ._runtime import launcher as _launcher
 from ._runtime import register_triton_op as _register_triton_op
+from ._runtime import scalar_error as _scalar_error
 from ._runtime import tensor_error as _tensor_error
 from ._runtime import value_error as _value_error
 
@@ -159,6 +160,10 @@ def gate(
                 dtypes=_GATE_DT_BIAS_DTYPES,
                 device_of=("g", g),
             )
+    if not isinstance(kind, str):
+        raise _scalar_error("gate", "kind", "str", kind)
+    if not isinstance(lower_bound, (float, int, torch.SymFloat, torch.SymInt)):
+        raise _scalar_error("gate", "lower_bound", "float", lower_bound)
     if kind not in _GATE_KIND_VALUES:
         raise _value_error("gate", "kind", _GATE_KIND_VALUES, kind)
     out = _GateFunction.apply(g, A_log, dt_bias, kind, lower_bound)

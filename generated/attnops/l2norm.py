@@ -9,6 +9,7 @@ import torch
 from torch import Tensor
 
 from ._runtime import launcher as _launcher
+from ._runtime import scalar_error as _scalar_error
 from ._runtime import tensor_error as _tensor_error
 
 torch.library.define("attnops::l2norm_fwd", "(Tensor x, float eps=1e-6) -> (Tensor y, Tensor rstd)")
@@ -103,6 +104,8 @@ def l2norm(x: Tensor, eps: float = 1e-06) -> L2normOutput:
             dtypes=_L2NORM_X_DTYPES,
             devices=("cuda", "cpu", "meta"),
         )
+    if not isinstance(eps, (float, int, torch.SymFloat, torch.SymInt)):
+        raise _scalar_error("l2norm", "eps", "float", eps)
     y = _L2normFunction.apply(x, eps)
     return L2normOutput(y)
 

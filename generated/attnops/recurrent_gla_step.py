@@ -10,6 +10,7 @@ from torch import Tensor
 
 from ._runtime import check_mutated as _check_mutated
 from ._runtime import launcher as _launcher
+from ._runtime import scalar_error as _scalar_error
 from ._runtime import tensor_error as _tensor_error
 
 torch.library.define(
@@ -157,6 +158,8 @@ def recurrent_gla_step(
             dtypes=_RECURRENT_GLA_STEP_G_DTYPES,
             device_of=("state", state),
         )
+    if not isinstance(scale, (float, int, torch.SymFloat, torch.SymInt)):
+        raise _scalar_error("recurrent_gla_step", "scale", "float", scale)
     if not torch.compiler.is_compiling():
         _check_mutated("recurrent_gla_step", "state", state, {"q": q, "k": k, "v": v, "g": g})
     # Note [no backward]: like torch's non-differentiable operators, the outputs never require

@@ -57,6 +57,7 @@ REJECTS = {
     "g": ("dtype-float64", "rank-plus-one"),
     "initial_state": ("dtype-float64", "rank-plus-one"),
     "cu_seqlens": ("dtype-float64", "rank-plus-one"),
+    "scale": ("type",),
 }
 ARG_NAMES = ("q", "k", "v", "g", "scale", "initial_state", "cu_seqlens")
 PUBLIC_OUTPUTS = ("output", "final_state")

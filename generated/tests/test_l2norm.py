@@ -49,6 +49,7 @@ CONFIGS = _t.configs(VARIANTS, OPTIONAL, FLAG)
 # How test_rejects_invalid_arguments breaks each argument (see _t.broken).
 REJECTS = {
     "x": ("dtype-float64",),
+    "eps": ("type",),
 }
 ARG_NAMES = ("x", "eps")
 PUBLIC_OUTPUTS = ("y",)

@@ -50,6 +50,7 @@ REJECTS = {
     "k": ("dtype-other", "rank-plus-one"),
     "v": ("dtype-other", "rank-plus-one"),
     "g": ("dtype-float64", "rank-plus-one"),
+    "scale": ("type",),
 }
 ARG_NAMES = ("state", "q", "k", "v", "g", "scale")
 PUBLIC_OUTPUTS = ("output",)
