@@ -10,7 +10,9 @@ from pathlib import Path
 import jinja2
 
 from ..resolve.resolved import ResolvedOp
+from ..spec.errors import Diagnostic, Location, SpecError
 from ..spec.model import Spec
+from ..spec.shapes import EvaluationError
 from ..views.op_module import op_view, package_view
 from ..views.test_module import tests_view
 from .format import GeneratorBug, format_sources
@@ -64,12 +66,22 @@ def environment() -> jinja2.Environment:
 
 
 @contextmanager
-def rendering(op: str | None) -> Iterator[None]:
-    """Any failure inside is a GeneratorBug that names ``op`` (the spec was already valid)."""
+def rendering(op: str | None, loc: Location | None = None) -> Iterator[None]:
+    """Any failure inside is a GeneratorBug that names ``op`` (the spec was already valid).
+
+    Except a test sample whose sizes divide by zero, which only rendering the tests evaluates:
+    that is reported at the operator (``loc``) as a spec error.
+    """
     try:
         yield
+    except EvaluationError as exc:
+        if loc is None:
+            raise GeneratorBug(f"{type(exc).__name__}: {exc}", op=op) from exc
+        raise SpecError([Diagnostic(loc, op, f"a test sample cannot be sized: {exc}")]) from None
     except GeneratorBug as exc:
         exc.op = exc.op or op
+        raise
+    except SpecError:
         raise
     except Exception as exc:
         raise GeneratorBug(f"{type(exc).__name__}: {exc}", op=op) from exc
@@ -96,7 +108,7 @@ def render(spec: Spec, ops: tuple[ResolvedOp, ...], spec_name: str) -> dict[str,
         op_template = env.get_template("op.py.jinja")
         test_template = env.get_template("test_op.py.jinja")
         for r in ops:
-            with rendering(r.name):
+            with rendering(r.name, r.op.loc):
                 view = views[r.name]
                 rel = f"{root}/{view.module}.py"
                 files[rel] = op_template.render(header=head, op=view)
