@@ -95,7 +95,7 @@ def _convert(node: yaml.Node, path: str, loader, errors: Errors) -> Node:
                 continue
             try:
                 key = loader.construct_object(key_node)
-            except yaml.YAMLError as exc:
+            except (yaml.YAMLError, ValueError, TypeError, OverflowError, AttributeError) as exc:
                 errors.add(key_loc, f"invalid YAML key: {getattr(exc, 'problem', None) or exc}")
                 continue
             if not isinstance(key, str):
@@ -119,7 +119,7 @@ def _convert(node: yaml.Node, path: str, loader, errors: Errors) -> Node:
     except yaml.YAMLError as exc:
         errors.add(loc, f"invalid YAML value: {getattr(exc, 'problem', None) or exc}")
         return Node(None, loc)
-    except (ValueError, TypeError, OverflowError) as exc:  # e.g. a malformed !!timestamp
+    except (ValueError, TypeError, OverflowError, AttributeError) as exc:  # a bad !!timestamp
         errors.add(loc, f"invalid YAML value '{node.value}': {exc}")
         return Node(None, loc)
     if not isinstance(value, _SCALAR_TYPES):

@@ -190,6 +190,11 @@ def parse_schema(qualname: str, text: str) -> Schema:
         parsed = torch._C.parse_schema(full)
     except UnicodeError:
         raise SchemaError("invalid schema: torch cannot decode it", 0) from None
+    except (IndexError, ValueError, TypeError, OverflowError) as exc:
+        # torch's C++ parser lets some exceptions through untranslated (std::stod: IndexError).
+        raise SchemaError(
+            f"invalid schema: torch's parser failed ({type(exc).__name__}: {exc})", None
+        ) from None
     except RuntimeError as exc:
         lines = str(exc).strip().splitlines()
         offset = None
