@@ -317,10 +317,7 @@ def find_function(module: str, function: str) -> str | None:
             return (
                 f"module '{module}' {why}" if why.startswith("is ") else f"module '{module}': {why}"
             )
-        where = "sys.path, editable installs" + (
-            f" and {shown(state.spec_dir, state.spec_dir) or '.'}" if state.spec_dir else ""
-        )
-        return f"module '{module}' not found (searched {where}, without importing anything)"
+        return f"module '{module}' not found"
     found = state.modules.get(path)
     if found is None:
         found = state.modules[path] = _read(path, state)
@@ -335,4 +332,4 @@ def find_function(module: str, function: str) -> str | None:
             f"module '{module}' binds no '{function}' that can be found without running it "
             f"({what} at {where}:{line}); {EXPLICIT}"
         )
-    return f"module '{module}' ({where}) defines no '{function}'{did_you_mean(function, sorted(found.names))}"
+    return f"module '{module}' defines no '{function}'{did_you_mean(function, sorted(found.names))}"
