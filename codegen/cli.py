@@ -6,13 +6,14 @@ import argparse
 import sys
 from pathlib import Path
 
-from .emit.writer import write
+from .emit.format import GeneratorBug
+from .emit.writer import MANIFEST, write
 from .pipeline import generate
 from .spec.errors import SpecError
 
-EXIT_OK, EXIT_DRIFT, EXIT_SPEC = 0, 1, 2
+EXIT_OK, EXIT_DRIFT, EXIT_SPEC, EXIT_INTERNAL = 0, 1, 2, 3
 
-DESCRIPTION = """\
+DESCRIPTION = f"""\
 Generate a PyTorch custom-operator layer (torch.library registration, fakes, autograd.Function,
 NamedTuple public API and pytest files) from a declarative spec (ops.yaml).
 
@@ -21,6 +22,11 @@ exit status:
   1  --check found generated files that differ from the spec (a unified diff is printed)
   2  the spec is invalid: every problem is printed as FILE:LINE:COL: error: [op] message,
      and nothing is written
+  3  the generator failed: a bug in the generator (one line on stderr names the operator it
+     was rendering), or the output directory could not be written
+
+Files are removed only when the output directory's manifest ({MANIFEST}) lists them
+and the spec no longer produces them.
 """
 
 
@@ -60,9 +66,20 @@ def main(argv: list[str] | None = None) -> int:
     spec_path: Path = args.spec
     out: Path = args.out if args.out is not None else spec_path.parent / "generated"
     try:
-        text = spec_path.read_text(encoding="utf-8")
+        data = spec_path.read_bytes()
     except OSError as exc:
         print(f"{spec_path}: error: cannot read the spec: {exc.strerror}", file=sys.stderr)
+        return EXIT_SPEC
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        col = exc.start - (data.rfind(b"\n", 0, exc.start) + 1) + 1
+        print(
+            f"{spec_path}:{line}:{col}: error: the spec is not UTF-8 text "
+            f"(byte 0x{data[exc.start]:02x}); save it as UTF-8",
+            file=sys.stderr,
+        )
         return EXIT_SPEC
     try:
         files = generate(text, str(spec_path), spec_path.name)
@@ -72,7 +89,18 @@ def main(argv: list[str] | None = None) -> int:
         n = len(exc.diagnostics)
         print(f"{n} error{'s' if n != 1 else ''}; nothing written", file=sys.stderr)
         return EXIT_SPEC
-    report = write(files, out, check=args.check)
+    except GeneratorBug as exc:
+        return _bug(exc, exc.op)
+    except RecursionError as exc:
+        return _bug(exc, None)
+    except Exception as exc:  # noqa: BLE001 - any other exception is a bug, reported in one line
+        return _bug(exc, getattr(exc, "op", None))
+    try:
+        report = write(files, out, check=args.check)
+    except OSError as exc:
+        where = exc.filename or out
+        print(f"{where}: error: cannot write the output: {exc.strerror or exc}", file=sys.stderr)
+        return EXIT_INTERNAL
     if args.check:
         if report.drift:
             sys.stdout.writelines(report.diff)
@@ -81,6 +109,7 @@ def main(argv: list[str] | None = None) -> int:
                 "run: python -m codegen regenerate",
                 file=sys.stderr,
             )
+            _unrecorded(report, out)
             return EXIT_DRIFT
         if not args.quiet:
             print(f"{out}: {len(report.unchanged)} file(s) up to date")
@@ -93,4 +122,26 @@ def main(argv: list[str] | None = None) -> int:
         print(
             f"{out}: {len(report.written)} written, {len(report.unchanged)} unchanged, {len(report.stale)} removed"
         )
+    _unrecorded(report, out)
     return EXIT_OK
+
+
+def _unrecorded(report, out: Path) -> None:
+    for rel in report.unrecorded:
+        print(
+            f"{out / rel}: note: marked as generated but not in a manifest and no longer "
+            "produced; left in place (delete it if it is stale)",
+            file=sys.stderr,
+        )
+
+
+def _bug(exc: BaseException, op: str | None) -> int:
+    where = f" while rendering operator '{op}'" if op else ""
+    detail = " ".join(str(exc).split()) or type(exc).__name__
+    if not isinstance(exc, GeneratorBug):
+        detail = f"{type(exc).__name__}: {detail}"
+    print(
+        f"internal error: this is a bug in the generator, not in the spec{where}: {detail}",
+        file=sys.stderr,
+    )
+    return EXIT_INTERNAL

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from .emit.render import render
 from .resolve.resolved import ResolvedOp, resolve
+from .resolve.sources import searching
 from .resolve.validate import validate
 from .spec.build import build
 from .spec.errors import Errors
@@ -23,7 +26,11 @@ def analyse(
         # Ops that failed to build are left out; the rest are still resolved and validated so
         # that one run reports every problem.
         ops = tuple(resolve(spec, op) for op in spec.ops)
-        validate(ops, errors, check_imports=check_imports)
+        # Launchers are looked up beside the spec too; unreadable launcher files are reported
+        # at their own file:line:col (Note [static lookup] in resolve/sources.py).
+        with searching(Path(path).parent) as unreadable:
+            validate(ops, errors, check_imports=check_imports)
+        errors.items.extend(unreadable)
     errors.raise_if_any()
     return spec, ops
 

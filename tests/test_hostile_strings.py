@@ -240,6 +240,9 @@ def _expectation(field_: str, text: str) -> str | None:
     if field_ in ("default", "plain_default", "triton_default"):
         if torch_quoted(text) is None:
             return None
+        if not text.isascii():
+            # torch's schema parser reads bytes: it garbles (or fails on) non-ASCII defaults.
+            return "refused"
         if field_ == "triton_default" and any(ch in text for ch in '"\\\n\t'):
             # triton_op has torch infer the schema from the shim's signature, and
             # torch.library.infer_schema writes str defaults unescaped.

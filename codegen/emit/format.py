@@ -21,7 +21,15 @@ TARGET = "py310"
 
 
 class GeneratorBug(Exception):
-    """Generated code that does not compile: never the user's fault."""
+    """Generated code that does not compile, or a failure while rendering: never the user's fault.
+
+    ``op`` names the operator being rendered when it is known; ``rel`` the generated file.
+    """
+
+    def __init__(self, message: str, op: str | None = None, rel: str | None = None) -> None:
+        super().__init__(message)
+        self.op = op
+        self.rel = rel
 
 
 def _ruff() -> list[str]:
@@ -40,7 +48,9 @@ def format_sources(files: dict[str, str]) -> dict[str, str]:
         try:
             compile(text, rel, "exec", dont_inherit=True)
         except SyntaxError as exc:
-            raise GeneratorBug(f"{rel}:{exc.lineno}:{exc.offset}: {exc.msg}") from None
+            raise GeneratorBug(
+                f"generated {rel}:{exc.lineno}:{exc.offset} does not compile: {exc.msg}", rel=rel
+            ) from None
     if not python:
         return dict(files)
     with tempfile.TemporaryDirectory(prefix="codegen-format-") as tmp:

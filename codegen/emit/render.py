@@ -2,16 +2,20 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from importlib import resources
 from pathlib import Path
 
 import jinja2
 
 from ..resolve.resolved import ResolvedOp
+from ..spec.errors import Diagnostic, Location, SpecError
 from ..spec.model import Spec
+from ..spec.shapes import EvaluationError
 from ..views.op_module import op_view, package_view
 from ..views.test_module import tests_view
-from .format import format_sources
+from .format import GeneratorBug, format_sources
 from .literals import docstring, py
 
 # Kept out of the literal so that tools skipping generated files do not skip the generator.
@@ -61,22 +65,59 @@ def environment() -> jinja2.Environment:
     return env
 
 
+@contextmanager
+def rendering(op: str | None, loc: Location | None = None) -> Iterator[None]:
+    """Any failure inside is a GeneratorBug that names ``op`` (the spec was already valid).
+
+    Except a test sample whose sizes divide by zero, which only rendering the tests evaluates:
+    that is reported at the operator (``loc``) as a spec error.
+    """
+    try:
+        yield
+    except EvaluationError as exc:
+        if loc is None:
+            raise GeneratorBug(f"{type(exc).__name__}: {exc}", op=op) from exc
+        raise SpecError([Diagnostic(loc, op, f"a test sample cannot be sized: {exc}")]) from None
+    except GeneratorBug as exc:
+        exc.op = exc.op or op
+        raise
+    except SpecError:
+        raise
+    except Exception as exc:
+        raise GeneratorBug(f"{type(exc).__name__}: {exc}", op=op) from exc
+
+
 def render(spec: Spec, ops: tuple[ResolvedOp, ...], spec_name: str) -> dict[str, str]:
     """Map each output path (relative to the output dir) to its content."""
-    env = environment()
-    head = header(spec_name)
-    views = {r.name: op_view(r) for r in ops}
-    pkg = package_view(spec.namespace, spec.package, tuple(views.values()))
-    files: dict[str, str] = {}
-    root = spec.package
-    files[f"{root}/__init__.py"] = env.get_template("init.py.jinja").render(header=head, pkg=pkg)
-    for rel, module in STATIC.items():
-        files[rel.format(package=root)] = f"{head}\n{static_source(module)}"
-    op_template = env.get_template("op.py.jinja")
-    test_template = env.get_template("test_op.py.jinja")
-    for r in ops:
-        view = views[r.name]
-        files[f"{root}/{view.module}.py"] = op_template.render(header=head, op=view)
-        tv = tests_view(spec, r)
-        files[f"tests/{r.names.test_module}.py"] = test_template.render(header=head, t=tv)
-    return format_sources(dict(sorted(files.items())))
+    with rendering(None):
+        env = environment()
+        head = header(spec_name)
+        views = {}
+        for r in ops:
+            with rendering(r.name):
+                views[r.name] = op_view(r)
+        pkg = package_view(spec.namespace, spec.package, tuple(views.values()))
+        files: dict[str, str] = {}
+        owner: dict[str, str] = {}  # generated file -> the operator it belongs to
+        root = spec.package
+        files[f"{root}/__init__.py"] = env.get_template("init.py.jinja").render(
+            header=head, pkg=pkg
+        )
+        for rel, module in STATIC.items():
+            files[rel.format(package=root)] = f"{head}\n{static_source(module)}"
+        op_template = env.get_template("op.py.jinja")
+        test_template = env.get_template("test_op.py.jinja")
+        for r in ops:
+            with rendering(r.name, r.op.loc):
+                view = views[r.name]
+                rel = f"{root}/{view.module}.py"
+                files[rel] = op_template.render(header=head, op=view)
+                tv = tests_view(spec, r)
+                test_rel = f"tests/{r.names.test_module}.py"
+                files[test_rel] = test_template.render(header=head, t=tv)
+                owner[rel] = owner[test_rel] = r.name
+        try:
+            return format_sources(dict(sorted(files.items())))
+        except GeneratorBug as exc:
+            exc.op = exc.op or owner.get(exc.rel or "")
+            raise

@@ -1,4 +1,17 @@
-"""The only stage that touches the filesystem: write what changed, report what is stale."""
+"""The only stage that touches the filesystem: write what changed, remove what went stale.
+
+Note [manifest]: the output folder holds ``.codegen-manifest``, the sorted list (one relative
+POSIX path a line, after one comment line) of every file the last generation wrote there. A file
+is stale, and removed, only when the manifest lists it and the current generation no longer
+produces it: files of other tools are never touched, whatever their first line says. An output
+folder without a manifest (written by an older generator) gets one on the next regenerate; files
+there that carry the generated marker but are not produced any more are reported, not removed.
+
+Every file, the manifest included, is written to a temporary file in its folder and renamed over
+the old one, so concurrent regenerations into one folder never leave a torn file, and removing a
+file that another run already removed is not an error. Files get the permissions the umask
+allows (0644 under umask 022), as ``open`` would give them.
+"""
 
 from __future__ import annotations
 
@@ -6,16 +19,20 @@ import difflib
 import os
 import tempfile
 from dataclasses import dataclass, field
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
-from .render import MARKER
+MANIFEST = ".codegen-manifest"
+MANIFEST_HEADER = (
+    "# files written by python -m codegen regenerate; stale ones are removed on regenerate"
+)
 
 
 @dataclass
 class Report:
     written: list[str] = field(default_factory=list)
     unchanged: list[str] = field(default_factory=list)
-    stale: list[str] = field(default_factory=list)  # generated files no longer produced
+    stale: list[str] = field(default_factory=list)  # recorded in the manifest, no longer produced
+    unrecorded: list[str] = field(default_factory=list)  # marked, not produced, no manifest: kept
     diff: list[str] = field(default_factory=list)
 
     @property
@@ -23,7 +40,33 @@ class Report:
         return bool(self.written or self.stale)
 
 
-def _existing_generated(out: Path) -> set[str]:
+def manifest_text(paths) -> str:
+    return "\n".join([MANIFEST_HEADER, *sorted(paths)]) + "\n"
+
+
+def _safe_rel(line: str) -> str | None:
+    """A manifest entry, or None for one that could point outside the output folder."""
+    if not line or line.startswith("#") or "\\" in line:
+        return None
+    path = PurePosixPath(line)
+    if path.is_absolute() or ".." in path.parts or path.as_posix() != line or line == MANIFEST:
+        return None
+    return line
+
+
+def read_manifest(out: Path) -> list[str] | None:
+    """The paths recorded in ``out``'s manifest; None when there is none."""
+    try:
+        text = (out / MANIFEST).read_text(encoding="utf-8", errors="replace")
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    return [rel for line in text.splitlines() if (rel := _safe_rel(line.strip())) is not None]
+
+
+def _marked_files(out: Path) -> set[str]:
+    """Files under ``out`` whose first line carries the generated marker (migration only)."""
+    from .render import MARKER  # imported here: the writer alone loads neither torch nor jinja2
+
     found = set()
     if not out.is_dir():
         return found
@@ -40,24 +83,49 @@ def _existing_generated(out: Path) -> set[str]:
     return found
 
 
-def _atomic_write(path: Path, content: str) -> None:
+def _umask() -> int:
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def _atomic_write(path: Path, content: str, mode: int) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
+        os.fchmod(fd, mode)
         with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as f:
             f.write(content)
         os.replace(tmp, path)
     except BaseException:
-        os.unlink(tmp)
+        try:
+            os.unlink(tmp)
+        except FileNotFoundError:
+            pass
         raise
 
 
+def _read(path: Path) -> str | None:
+    try:
+        return path.read_text(encoding="utf-8")
+    except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
+        return None
+    except UnicodeDecodeError:
+        return path.read_bytes().decode("utf-8", errors="replace")
+
+
 def write(files: dict[str, str], out: Path, check: bool = False) -> Report:
-    """Write ``files`` under ``out`` (or, with ``check``, only compare and diff)."""
+    """Write ``files`` and the manifest under ``out`` (or, with ``check``, only compare and diff)."""
     report = Report()
-    for rel, content in files.items():
+    recorded = read_manifest(out)
+    mode = 0o666 & ~_umask()
+    wanted = {**files, MANIFEST: manifest_text(files)}
+    if not check and recorded is not None and not set(files) <= set(recorded):
+        # Record new paths before writing them, so that an interrupted run leaves none unlisted.
+        _atomic_write(out / MANIFEST, manifest_text(set(recorded) | set(files)), mode)
+    for rel, content in wanted.items():
         path = out / rel
-        old = path.read_text(encoding="utf-8") if path.is_file() else None
+        old = _read(path)
         if old == content:
             report.unchanged.append(rel)
             continue
@@ -71,17 +139,28 @@ def write(files: dict[str, str], out: Path, check: bool = False) -> Report:
                     tofile=f"b/{rel}",
                 )
             )
-        else:
-            _atomic_write(path, content)
-    for rel in sorted(_existing_generated(out) - set(files)):
+        elif rel != MANIFEST:
+            _atomic_write(path, content, mode)
+    if recorded is None:
+        report.unrecorded = sorted(_marked_files(out) - set(files))
+    for rel in sorted(set(recorded or ()) - set(files)):
+        path = out / rel
+        old = _read(path)
+        if old is None:
+            continue  # already gone (removed by hand, or by a concurrent run)
         report.stale.append(rel)
         if check:
-            old = (out / rel).read_text(encoding="utf-8")
             report.diff.extend(
                 difflib.unified_diff(
                     old.splitlines(keepends=True), [], fromfile=f"a/{rel}", tofile="/dev/null"
                 )
             )
         else:
-            (out / rel).unlink()
+            try:
+                path.unlink()
+            except FileNotFoundError:
+                pass
+    if not check and MANIFEST in report.written:
+        # Last, so that a run interrupted before this point still lists the stale files.
+        _atomic_write(out / MANIFEST, wanted[MANIFEST], mode)
     return report

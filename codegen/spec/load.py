@@ -3,6 +3,12 @@
 Every mapping, sequence and scalar keeps the line and column it came from, so any later stage
 can point at the spec. Loading is safe (no arbitrary tags), and duplicate keys are errors rather
 than PyYAML's silent last-one-wins.
+
+Anchors, aliases and merge keys (``&base``, ``*base``, ``<<: *base``) are refused with their
+location, before anything is built: a spec is read by people and diffed in review, where an alias
+hides what an operator declares, and refusing them rules out the exponential expansion of
+"billion laughs" documents and the cycles of recursive aliases. Nesting deeper than ``MAX_DEPTH``
+is refused too, so no document can exhaust the stack.
 """
 
 from __future__ import annotations
@@ -62,6 +68,9 @@ class Mapping:
 # libyaml's parser when PyYAML has it (about 20x faster), with the same marks and messages.
 _Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 _PLAIN_TAGS = ("tag:yaml.org,2002:map", "tag:yaml.org,2002:seq")
+_MERGE_TAG = "tag:yaml.org,2002:merge"
+_SCALAR_TYPES = (str, int, float, bool, type(None))
+MAX_DEPTH = 64
 
 
 def _loc(path: str, mark: yaml.Mark) -> Location:
@@ -81,7 +90,14 @@ def _convert(node: yaml.Node, path: str, loader, errors: Errors) -> Node:
             if not isinstance(key_node, yaml.ScalarNode):
                 errors.add(key_loc, "mapping keys must be plain strings")
                 continue
-            key = loader.construct_object(key_node)
+            if key_node.tag == _MERGE_TAG or (key_node.value == "<<" and key_node.style is None):
+                errors.add(key_loc, "YAML merge keys ('<<') are not supported; write the keys out")
+                continue
+            try:
+                key = loader.construct_object(key_node)
+            except (yaml.YAMLError, ValueError, TypeError, OverflowError, AttributeError) as exc:
+                errors.add(key_loc, f"invalid YAML key: {getattr(exc, 'problem', None) or exc}")
+                continue
             if not isinstance(key, str):
                 key = str(key_node.value)
             if key in seen:
@@ -99,10 +115,66 @@ def _convert(node: yaml.Node, path: str, loader, errors: Errors) -> Node:
     if node.start_mark.line == node.end_mark.line and node.style in (None, '"', "'"):
         shift = 1 if node.style else 0
     try:
-        return Node(loader.construct_object(node), loc, shift)
-    except yaml.constructor.ConstructorError as exc:
-        errors.add(loc, f"invalid YAML value: {exc.problem}")
+        value = loader.construct_object(node)
+    except yaml.YAMLError as exc:
+        errors.add(loc, f"invalid YAML value: {getattr(exc, 'problem', None) or exc}")
         return Node(None, loc)
+    except (ValueError, TypeError, OverflowError, AttributeError) as exc:  # a bad !!timestamp
+        errors.add(loc, f"invalid YAML value '{node.value}': {exc}")
+        return Node(None, loc)
+    if not isinstance(value, _SCALAR_TYPES):
+        # SafeLoader turns 2024-01-01 into a date and !!binary into bytes: no spec value is either.
+        errors.add(
+            loc,
+            f"unsupported YAML value '{node.value}' ({type(value).__name__}); quote it to make it a string",
+        )
+        return Node(None, loc)
+    return Node(value, loc, shift)
+
+
+def _check_events(text: str, path: str, errors: Errors) -> None:
+    """Refuse anchors, aliases and deep nesting before a node is composed (see the module doc)."""
+    depth = 0
+    for event in yaml.parse(text, Loader=_Loader):
+        loc = _loc(path, event.start_mark)
+        if isinstance(event, yaml.AliasEvent):
+            errors.add(
+                loc,
+                f"YAML anchors and aliases are not supported (alias '*{event.anchor}'); write the value out",
+            )
+        elif getattr(event, "anchor", None) is not None:
+            errors.add(
+                loc,
+                f"YAML anchors and aliases are not supported (anchor '&{event.anchor}'); write the value out",
+            )
+        if isinstance(event, (yaml.MappingStartEvent, yaml.SequenceStartEvent)):
+            depth += 1
+            if depth > MAX_DEPTH:
+                errors.add(loc, f"the spec nests deeper than {MAX_DEPTH} levels")
+                return
+        elif isinstance(event, (yaml.MappingEndEvent, yaml.SequenceEndEvent)):
+            depth -= 1
+
+
+def _syntax_error(exc: yaml.YAMLError, text: str, path: str) -> tuple[Location, str]:
+    if isinstance(exc, yaml.MarkedYAMLError):
+        mark = exc.problem_mark or exc.context_mark
+        loc = _loc(path, mark) if mark else Location(path, 1, 1)
+        problem = exc.problem or exc.context or "invalid YAML"
+        if exc.context and exc.context_mark and exc.problem:
+            start = exc.context_mark
+            problem += f" ({exc.context} started at {start.line + 1}:{start.column + 1})"
+        return loc, f"invalid YAML: {problem}"
+    if isinstance(exc, yaml.reader.ReaderError):
+        position = max(0, min(exc.position, len(text)))
+        line = text.count("\n", 0, position) + 1
+        col = position - (text.rfind("\n", 0, position) + 1) + 1
+        char = exc.character
+        shown = repr(chr(char)) if isinstance(char, int) else repr(char)
+        return Location(
+            path, line, col
+        ), f"invalid YAML: character {shown} is not allowed ({exc.reason})"
+    return Location(path, 1, 1), f"invalid YAML: {exc}"
 
 
 def load_spec(text: str, path: str, errors: Errors | None = None) -> Node:
@@ -113,21 +185,20 @@ def load_spec(text: str, path: str, errors: Errors | None = None) -> Node:
     """
     own = errors is None
     errors = Errors() if errors is None else errors
+    if text.startswith("\ufeff"):
+        text = text[1:]  # a byte-order mark is not part of the document
+    before = len(errors.items)
+    try:
+        _check_events(text, path, errors)
+    except yaml.YAMLError as exc:
+        errors.add(*_syntax_error(exc, text, path))
+    if len(errors.items) > before:
+        errors.raise_if_any()
     loader = _Loader(text)
     try:
         root = loader.get_single_node()
-    except yaml.MarkedYAMLError as exc:
-        mark = exc.problem_mark or exc.context_mark
-        loc = _loc(path, mark) if mark else Location(path, 1, 1)
-        problem = exc.problem or exc.context or "invalid YAML"
-        if exc.context and exc.context_mark and exc.problem:
-            start = exc.context_mark
-            problem += f" ({exc.context} started at {start.line + 1}:{start.column + 1})"
-        errors.add(loc, f"invalid YAML: {problem}")
-        errors.raise_if_any()
-        raise AssertionError("unreachable") from exc
     except yaml.YAMLError as exc:
-        errors.add(Location(path, 1, 1), f"invalid YAML: {exc}")
+        errors.add(*_syntax_error(exc, text, path))
         errors.raise_if_any()
         raise AssertionError("unreachable") from exc
     finally:

@@ -179,9 +179,22 @@ def parse_schema(qualname: str, text: str) -> Schema:
         raise SchemaError(
             "a schema starts with '(' and lists the arguments, e.g. '(Tensor x) -> Tensor'", 0
         )
+    for offset, char in enumerate(text):
+        # torch's parser reads bytes: non-ASCII text makes it fail with UnicodeDecodeError.
+        if not char.isascii():
+            raise SchemaError(f"schemas must be ASCII text; found {char!r}", offset)
+    if not qualname.isascii():
+        raise SchemaError(f"operator names must be ASCII for torch; got '{qualname}'", 0)
     full = f"{qualname}{text}"
     try:
         parsed = torch._C.parse_schema(full)
+    except UnicodeError:
+        raise SchemaError("invalid schema: torch cannot decode it", 0) from None
+    except (IndexError, ValueError, TypeError, OverflowError) as exc:
+        # torch's C++ parser lets some exceptions through untranslated (std::stod: IndexError).
+        raise SchemaError(
+            f"invalid schema: torch's parser failed ({type(exc).__name__}: {exc})", None
+        ) from None
     except RuntimeError as exc:
         lines = str(exc).strip().splitlines()
         offset = None

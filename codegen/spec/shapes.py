@@ -20,6 +20,10 @@ class ShapeError(Exception):
     pass
 
 
+class EvaluationError(ShapeError):
+    """An expression that cannot be evaluated for given sizes (a division by zero)."""
+
+
 @dataclass(frozen=True, slots=True)
 class Expr:
     """A checked integer expression; ``text`` is its canonical rendering."""
@@ -131,7 +135,19 @@ def _evaluate(node: ast.AST, env: dict[str, int], tensors) -> int:
         return left - right
     if op is ast.Mult:
         return left * right
+    if right == 0:
+        raise EvaluationError(f"division by zero in '{ast.unparse(node)}'")
     return left // right
+
+
+def _constant(node: ast.AST) -> int | None:
+    """The value of an expression without names, else None."""
+    if any(isinstance(n, (ast.Name, ast.Subscript, ast.IfExp)) for n in ast.walk(node)):
+        return None
+    try:
+        return _evaluate(node, {}, {})
+    except (EvaluationError, KeyError, TypeError, ValueError):
+        return None
 
 
 def _check(node: ast.AST, names: list[str], tensors: list[str] | None = None) -> None:
@@ -188,6 +204,8 @@ def _check(node: ast.AST, names: list[str], tensors: list[str] | None = None) ->
     if isinstance(node, ast.BinOp) and type(node.op) in _BINOPS:
         _check(node.left, names, tensors)
         _check(node.right, names, tensors)
+        if isinstance(node.op, ast.FloorDiv) and _constant(node.right) == 0:
+            raise ShapeError(f"division by zero in '{ast.unparse(node)}'")
         return
     raise ShapeError(
         f"unsupported syntax '{ast.unparse(node)}'; use dim names, integers, + - * // and parentheses"
@@ -266,7 +284,11 @@ class Condition:
         return tuple(dict.fromkeys(self.left.names + self.right.names))
 
     def holds(self, env: dict[str, int]) -> bool:
-        return _COMPARE_FN[self.op](self.left.evaluate(env), self.right.evaluate(env))
+        """Whether the sizes ``env`` satisfy it; a check that divides by zero does not hold."""
+        try:
+            return _COMPARE_FN[self.op](self.left.evaluate(env), self.right.evaluate(env))
+        except EvaluationError:
+            return False
 
 
 def parse_condition(text: object) -> Condition:

@@ -8,6 +8,7 @@ bound dim, and inputs or outputs.
 from __future__ import annotations
 
 from ...spec.errors import did_you_mean, one_of
+from ...spec.shapes import ELLIPSIS, EvaluationError
 from ..resolved import ResolvedOp
 from .report import Report
 
@@ -53,6 +54,7 @@ def _samples(r: ResolvedOp, report: Report) -> None:
                 report.error(
                     s.loc, f"size of dim '{name}' must be a non-negative integer, got {value!r}"
                 )
+        _sizes(r, s, report)
         if needs_batch and s.batch is None:
             report.error(s.loc, "sample does not give 'batch' (the sizes of '...')")
         if not needs_batch and s.batch is not None:
@@ -99,3 +101,39 @@ def _varlen(r: ResolvedOp, report: Report) -> None:
                 v.loc,
                 f"varlen per_sequence names '{name}', which is neither an input nor an output",
             )
+
+
+def _sizes(r: ResolvedOp, sample, report: Report) -> None:
+    """Every derived dim and input size of ``sample`` can be computed (tests build them)."""
+    env = dict(sample.env())
+    if any(n not in env for n in r.sample_dims):
+        return  # reported above
+    tensors = {}
+    for d in r.op.inputs:
+        literal = sample.get(d.name)
+        tensors[d.name] = (len(literal),) if isinstance(literal, tuple) else ()
+    for d in r.op.dims:
+        try:
+            env[d.name] = d.expr.evaluate(env, tensors)
+        except EvaluationError as exc:
+            report.error(sample.loc, f"sample cannot be sized: derived dim '{d.name}': {exc}")
+            return
+        except (KeyError, IndexError):
+            return  # what the expression reads is reported by the dim checks
+    for decl in r.op.inputs:
+        for e in decl.shape.entries:
+            if e == ELLIPSIS:
+                continue
+            try:
+                size = e.evaluate(env, tensors)
+            except EvaluationError as exc:
+                report.error(sample.loc, f"sample cannot be sized: input '{decl.name}': {exc}")
+                return
+            except (KeyError, IndexError):
+                continue
+            if size < 0:
+                report.error(
+                    sample.loc,
+                    f"sample gives input '{decl.name}' a negative size ({e.text} = {size})",
+                )
+                return
