@@ -592,3 +592,41 @@ def check_mutation_refused(call: Callable, op: str, name: str, cases: list) -> N
             assert re.match(rejection_pattern(op, name), str(exc)), f"{how}: {exc}"
         else:
             raise AssertionError(f"{op} accepted {name} passed {how}")
+
+
+def check_zero_size(suite: Suite, samples: dict, sample: str, dim: str, gradients: bool) -> None:
+    """``sample`` with ``dim`` (or the leading dims of '...') made 0 matches the reference."""
+    sizes = dict(samples[sample])
+    sizes[dim] = (0, *sizes[dim][1:]) if dim == "batch" else 0
+    key = f"{sample}-{dim}0"
+    samples[key] = sizes
+    try:
+        dtype = next(iter(suite.tolerance))
+        suite.check_forward(key, dtype, "compact", "default")
+        if gradients and suite.differentiable:
+            _check_zero_size_gradients(suite, key, dtype)
+    finally:
+        del samples[key]
+
+
+def _check_zero_size_gradients(suite: Suite, sample: str, dtype: str) -> None:
+    """Gradients through empty outputs. A reference written for non-empty inputs may build an
+    output that no input reaches; inputs it does not reach have zero gradients."""
+    inputs = suite.make_inputs(sample, dtype, "default")
+    gen = torch.Generator().manual_seed(suite.seed + 4)
+    _, weights, grads = suite.loss_and_grads(suite.fn, inputs, "default", gen)
+    reference = float32_copies(inputs)
+    leaves = {k: reference[k].detach().requires_grad_() for k in grads}
+    out = suite.call(suite.reference, {**reference, **leaves}, "default")
+    present = [o for o in out if o is not None]
+    loss = sum((o.float() * w).sum() for o, w in zip(present, weights, strict=True))
+    if isinstance(loss, Tensor) and loss.requires_grad:
+        found = torch.autograd.grad(
+            loss, list(leaves.values()), allow_unused=True, materialize_grads=True
+        )
+    else:
+        found = [torch.zeros_like(v) for v in leaves.values()]
+    atol, rtol = suite.grad_tolerance[dtype]
+    for (name, got), want in zip(grads.items(), found, strict=True):
+        assert got.shape == inputs[name].shape, f"grad of {name}: shape {tuple(got.shape)}"
+        assert_close(got, want, atol, rtol, f"grad of {name}")

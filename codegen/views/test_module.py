@@ -111,6 +111,8 @@ class TestsView:
     compile_dtype: str
     varlen: dict | None  # PACKED_DIM, PER_SEQUENCE, OFFSETS
     offsets: str | None  # the input declared as sequence offsets
+    zero_sizes: dict  # dim -> "computed" or "refused" (a constraint forbids 0) on the first sample
+    grad_free: tuple[str, ...]  # no backward: floating inputs whose grad must not reach outputs
     devices: tuple[str, ...]  # the devices the public function accepts
     inputs: InputsView
     backward: BackwardView | None
@@ -256,6 +258,22 @@ class _Builder:
             and any(x.is_floating for x in (d.dtypes or op.primary.dtypes))
         )
 
+    def zero_sizes(self) -> dict:
+        """Each dim of the first sample set to 0: computed like the reference, or refused."""
+        first = self.op.tests.samples[0]
+        dims = list(self.r.sample_dims) + (["batch"] if first.batch is not None else [])
+        out = {}
+        for dim in dims:
+            env = {**first.env(), dim: 0} if dim != "batch" else first.env()
+            refused = any(
+                (c.when is None or first.get(c.when) is not None)
+                and all(n in env for n in c.check.names)
+                and not c.check.holds(env)
+                for c in self.op.constraints
+            )
+            out[dim] = "refused" if refused else "computed"
+        return out
+
     def varlen(self) -> dict | None:
         v = self.op.tests.varlen
         if v is None:
@@ -302,6 +320,15 @@ class _Builder:
             compile_dtype=dtypes[0].short,
             varlen=self.varlen(),
             offsets=next((d.name for d in op.inputs if d.offsets), None),
+            zero_sizes=self.zero_sizes(),
+            grad_free=tuple(
+                d.name
+                for d in op.inputs
+                if op.backward is None
+                and op.integration is not Integration.EAGER
+                and not d.mutated
+                and any(x.is_floating for x in (d.dtypes or op.primary.dtypes))
+            ),
             devices=r.devices,
             inputs=self.inputs(),
             backward=self.backward(),

@@ -355,6 +355,10 @@ def chunk_gla(
         raise _constraint_error("chunk_gla", "packed sequences (cu_seqlens) need B == 1", B=B)
     if K > 256:
         raise _constraint_error("chunk_gla", "the kernels support K up to 256", K=K)
+    if K < 1:
+        raise _constraint_error(
+            "chunk_gla", "q and k need K >= 1 (the default scale is K ** -0.5)", K=K
+        )
     output, final_state = _ChunkGlaFunction.apply(
         q, k, v, g, scale, initial_state, cu_seqlens, output_final_state
     )

@@ -100,6 +100,21 @@ def test_rejects_invalid_arguments(sample, name, how):
     SUITE.check_rejects(sample, "default", name, how, "block_mask_worklist")
 
 
+# Each dim of the first sample set to 0 (for '...': its first leading dim): computed as the
+# reference computes it, or refused before any launch when a constraint forbids it.
+ZERO_SIZES = {"B": "computed", "H": "computed", "QB": "computed", "KB": "computed"}
+
+
+@pytest.mark.parametrize("dim", list(ZERO_SIZES))
+def test_zero_sizes(dim):
+    sample = next(iter(SAMPLES))
+    if ZERO_SIZES[dim] == "computed":
+        _t.check_zero_size(SUITE, SAMPLES, sample, dim, False)
+    else:
+        with pytest.raises(ValueError, match="^block_mask_worklist: "):
+            _t.check_zero_size(SUITE, SAMPLES, sample, dim, False)
+
+
 @pytest.mark.parametrize("device", ("cuda", "cpu"))
 def test_accepts_each_listed_device(device):
     if device == "cuda" and not torch.cuda.is_available():

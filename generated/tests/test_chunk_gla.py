@@ -199,6 +199,21 @@ def test_rejects_malformed_offsets(sample):
     _t.check_offsets_refused(lines, "chunk_gla", "cu_seqlens")
 
 
+# Each dim of the first sample set to 0 (for '...': its first leading dim): computed as the
+# reference computes it, or refused before any launch when a constraint forbids it.
+ZERO_SIZES = {"B": "computed", "T": "computed", "H": "computed", "K": "refused", "V": "computed"}
+
+
+@pytest.mark.parametrize("dim", list(ZERO_SIZES))
+def test_zero_sizes(dim):
+    sample = next(iter(SAMPLES))
+    if ZERO_SIZES[dim] == "computed":
+        _t.check_zero_size(SUITE, SAMPLES, sample, dim, True)
+    else:
+        with pytest.raises(ValueError, match="^chunk_gla: "):
+            _t.check_zero_size(SUITE, SAMPLES, sample, dim, False)
+
+
 @pytest.mark.parametrize("device", ("cuda", "cpu", "meta"))
 def test_accepts_each_listed_device(device):
     if device == "cuda" and not torch.cuda.is_available():

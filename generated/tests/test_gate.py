@@ -159,6 +159,21 @@ def test_gradients_match_reference(sample, dtype, layout, config):
     SUITE.check_gradients(sample, dtype, layout, config)
 
 
+# Each dim of the first sample set to 0 (for '...': its first leading dim): computed as the
+# reference computes it, or refused before any launch when a constraint forbids it.
+ZERO_SIZES = {"H": "computed", "K": "computed", "batch": "computed"}
+
+
+@pytest.mark.parametrize("dim", list(ZERO_SIZES))
+def test_zero_sizes(dim):
+    sample = next(iter(SAMPLES))
+    if ZERO_SIZES[dim] == "computed":
+        _t.check_zero_size(SUITE, SAMPLES, sample, dim, True)
+    else:
+        with pytest.raises(ValueError, match="^gate: "):
+            _t.check_zero_size(SUITE, SAMPLES, sample, dim, False)
+
+
 @pytest.mark.parametrize("device", ("cuda", "cpu"))
 def test_accepts_each_listed_device(device):
     if device == "cuda" and not torch.cuda.is_available():

@@ -133,6 +133,30 @@ def test_rejects_unsafe_mutation(name):
     )
 
 
+def test_outputs_do_not_require_grad():
+    """No backward: like torch's non-differentiable operators, outputs never require grad."""
+    inputs = make_inputs(next(iter(SAMPLES)), next(iter(DTYPES)))
+    for name in ("q", "k", "v", "g"):
+        inputs[name] = inputs[name].detach().requires_grad_()
+    for i, out in enumerate(SUITE.call(recurrent_gla_step, inputs, "default")):
+        assert out is None or not out.requires_grad, f"output {i} requires grad"
+
+
+# Each dim of the first sample set to 0 (for '...': its first leading dim): computed as the
+# reference computes it, or refused before any launch when a constraint forbids it.
+ZERO_SIZES = {"B": "computed", "H": "computed", "K": "computed", "V": "computed"}
+
+
+@pytest.mark.parametrize("dim", list(ZERO_SIZES))
+def test_zero_sizes(dim):
+    sample = next(iter(SAMPLES))
+    if ZERO_SIZES[dim] == "computed":
+        _t.check_zero_size(SUITE, SAMPLES, sample, dim, False)
+    else:
+        with pytest.raises(ValueError, match="^recurrent_gla_step: "):
+            _t.check_zero_size(SUITE, SAMPLES, sample, dim, False)
+
+
 @pytest.mark.parametrize("device", ("cuda", "cpu", "meta"))
 def test_accepts_each_listed_device(device):
     if device == "cuda" and not torch.cuda.is_available():
