@@ -73,8 +73,9 @@ def plan(op: Op) -> DimPlan:
     dynamic = {name for name, _ in op.dynamic_dims}
     optional_names = {a.name for a in schema.arguments if a.optional}
     # Required inputs first, so derived dims (and optional inputs) can use what they bind.
-    ordered = [d for d in op.inputs if d.name not in optional_names] + [
-        d for d in op.inputs if d.name in optional_names
+    # List inputs (Tensor[]) bind no dims: their elements are checked one by one.
+    ordered = [d for d in op.inputs if d.name not in optional_names and not d.is_list] + [
+        d for d in op.inputs if d.name in optional_names and not d.is_list
     ]
     derived_done = False
     for decl in ordered:

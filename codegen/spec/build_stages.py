@@ -41,7 +41,7 @@ def stage(reader: Reader, node: Node, qualname: str, what: str) -> Stage | None:
     text = reader.string(schema_node, f"{what} schema")
     if text is not None:
         try:
-            schema = parse_schema(qualname, text)
+            schema = parse_schema(qualname, text, forward=what == "forward")
         except SchemaError as exc:
             reader.error(inside(schema_node, exc.offset), f"{what} schema: {exc.message}")
     launchers: list[Launcher] = []

@@ -13,7 +13,7 @@ from .model import INITS, DType, OutputDecl, TensorDecl
 from .reader import Reader, kind
 from .shapes import Shape, ShapeError, parse_shape
 
-INPUT_KEYS = ("shape", "dtypes", "dtype", "differentiable", "mutated", "init", "offsets")
+INPUT_KEYS = ("shape", "dtypes", "dtype", "differentiable", "mutated", "init", "offsets", "list")
 OUTPUT_KEYS = ("shape", "dtype", "public")
 
 
@@ -89,7 +89,7 @@ def inputs(reader: Reader, node: Node) -> tuple[TensorDecl, ...] | None:
             )
             ok = False
         flags = {}
-        for key, default in (("differentiable", True), ("mutated", False)):
+        for key, default in (("differentiable", True), ("mutated", False), ("list", False)):
             flags[key] = default
             if (d := m.get(key)) is not None:
                 if not isinstance(d.value, bool):
@@ -132,6 +132,7 @@ def inputs(reader: Reader, node: Node) -> tuple[TensorDecl, ...] | None:
                 node.value.key_loc(name),
                 offsets,
                 offsets_loc,
+                flags["list"],
             )
         )
     return tuple(decls) if ok else None

@@ -114,6 +114,7 @@ class TensorDecl:
     loc: Location
     offsets: str | None = None  # the dim whose extent these offsets partition into sequences
     offsets_loc: Location | None = None
+    is_list: bool = False  # a Tensor[]/Tensor?[] argument: the declaration holds for each element
 
 
 @dataclass(frozen=True, slots=True)

@@ -44,6 +44,7 @@ class Argument:
     alias: str | None  # alias set name, e.g. "a"
     is_write: bool  # (a!)
     kwarg_only: bool
+    offset: int | None = None  # where its type starts in the written schema text
 
     @property
     def has_default(self) -> bool:
@@ -173,7 +174,73 @@ def _offset_of(text: str, pattern: str) -> int | None:
     return m.start() if m else None
 
 
-def parse_schema(qualname: str, text: str) -> Schema:
+def _split_top(text: str, start: int, end: int) -> list[tuple[int, str]]:
+    """Pieces of ``text[start:end]`` between top-level commas: (offset of the piece, piece)."""
+    pieces: list[tuple[int, str]] = []
+    depth, quote, escaped, begin = 0, None, False, start
+    for i in range(start, end):
+        ch = text[i]
+        if quote:
+            if escaped:
+                escaped = False
+            elif ch == "\\":
+                escaped = True
+            elif ch == quote:
+                quote = None
+        elif ch in "\"'":
+            quote = ch
+        elif ch in "([":
+            depth += 1
+        elif ch in ")]":
+            depth -= 1
+        elif ch == "," and depth == 0:
+            pieces.append((begin, text[begin:i]))
+            begin = i + 1
+    if text[begin:end].strip():
+        pieces.append((begin, text[begin:end]))
+    out = []
+    for offset, piece in pieces:
+        stripped = piece.lstrip()
+        out.append((offset + len(piece) - len(stripped), stripped.rstrip()))
+    return out
+
+
+_PIECE = re.compile(r"^(?P<type>.*?)(?:\s+(?P<name>\w+)(?P<default>\s*=.*)?)?$", re.S)
+
+
+def _written_types(text: str) -> tuple[list[tuple[int, str]], list[tuple[int, str]]] | None:
+    """Offsets and spellings of each argument's and return's type as written, or None."""
+    depth, close = 0, None
+    for i, ch in enumerate(text):
+        if ch in "([":
+            depth += 1
+        elif ch in ")]":
+            depth -= 1
+            if depth == 0:
+                close = i
+                break
+    if close is None:
+        return None
+    args = [
+        (offset, _PIECE.match(piece)["type"])
+        for offset, piece in _split_top(text, text.index("(") + 1, close)
+        if piece != "*"
+    ]
+    arrow = text.find("->", close)
+    if arrow < 0:
+        return args, []
+    start = arrow + 2
+    while start < len(text) and text[start].isspace():
+        start += 1
+    if text.startswith("(", start):
+        end = text.rfind(")")
+        rets = _split_top(text, start + 1, end)
+    else:
+        rets = _split_top(text, start, len(text))
+    return args, [(offset, _PIECE.match(piece)["type"]) for offset, piece in rets]
+
+
+def parse_schema(qualname: str, text: str, *, forward: bool = False) -> Schema:
     """Parse ``text`` ("(args) -> returns") as the schema of ``qualname``; raise SchemaError."""
     if not isinstance(text, str) or not text.strip().startswith("("):
         raise SchemaError(
@@ -213,19 +280,21 @@ def parse_schema(qualname: str, text: str) -> Schema:
 
     if parsed.overload_name:
         raise SchemaError("the schema must not carry an overload name", 0)
+    spans = _written_types(text)
+    if spans is None or len(spans[0]) != len(parsed.arguments):
+        spans = ([(None, type_text(a.real_type)) for a in parsed.arguments], [])
+    if len(spans[1]) != len(parsed.returns):
+        spans = (
+            spans[0],
+            [(_offset_of(text, r"->"), type_text(r.real_type)) for r in parsed.returns],
+        )
     arguments = []
     seen: set[str] = set()
-    # Offsets of each argument's written type, in order, for pointing at the culprit.
-    for arg in parsed.arguments:
+    for arg, (offset, spelled) in zip(parsed.arguments, spans[0], strict=True):
         written = type_text(arg.real_type, getattr(arg, "N", None))
         raw_type = type_text(arg.real_type)
         base = _base_type(written)
-        if base != "Tensor" and base not in _SCALAR_ANNOTATIONS:
-            raise SchemaError(
-                f"unknown type '{base}' of argument '{arg.name}'; expected one of: Tensor, "
-                + ", ".join(_SCALAR_ANNOTATIONS),
-                _offset_of(text, rf"\b{re.escape(base)}\b"),
-            )
+        _check_argument_type(arg, written, spelled, offset)
         if arg.name in seen:
             raise SchemaError(
                 f"duplicate argument name '{arg.name}'",
@@ -258,36 +327,102 @@ def parse_schema(qualname: str, text: str) -> Schema:
                 alias=alias_name,
                 is_write=is_write,
                 kwarg_only=arg.kwarg_only,
+                offset=offset,
             )
+        )
+    if not any(_base_type(a.type) == "Tensor" for a in arguments):
+        first = spans[0][0] if spans[0] else (1 if text.startswith("()") else None, "()")
+        raise SchemaError(
+            f"no argument is a Tensor (the first is '{first[1]}'); the generated fakes "
+            "allocate outputs on the device of a Tensor argument",
+            0 if not spans[0] else first[0],
+        )
+    if forward and not parsed.returns:
+        arrow = text.find("->")
+        at = arrow + 2 + (len(text[arrow + 2 :]) - len(text[arrow + 2 :].lstrip()))
+        raise SchemaError(
+            "the schema returns nothing ('()'); an operator returns at least one Tensor "
+            "(a mutated input is updated in place, not returned)",
+            at if arrow >= 0 else None,
         )
     returns = []
     names: set[str] = set()
-    for ret in parsed.returns:
+    for i, (ret, (offset, spelled)) in enumerate(zip(parsed.returns, spans[1], strict=True)):
         written = type_text(ret.real_type)
         if written != "Tensor":
+            raise SchemaError(_return_problem(i, written, spelled), offset)
+        if ret.alias_info is not None:
             raise SchemaError(
-                f"return type '{written}' is not supported; operators return Tensor values "
-                "(use two fixed-arity operators instead of optional returns)",
-                _offset_of(text, r"->"),
+                f"return {i} has the alias annotation '{spelled}'; returns are new tensors, "
+                "never views or in-place results of an input (mark the input 'Tensor(a!)' and "
+                "return something else)",
+                offset,
             )
         if ret.name and ret.name in names:
             raise SchemaError(f"duplicate return name '{ret.name}'", _offset_of(text, r"->"))
         if ret.name:
             names.add(ret.name)
-        alias = ret.alias_info
-        returns.append(
-            Return(
-                name=ret.name or None,
-                type=written,
-                alias=sorted(alias.before_set)[0]
-                if alias is not None and alias.before_set
-                else None,
-                is_write=bool(alias.is_write) if alias is not None else False,
-            )
-        )
+        returns.append(Return(name=ret.name or None, type=written, alias=None, is_write=False))
     return Schema(
         text=text, canonical=str(parsed), arguments=tuple(arguments), returns=tuple(returns)
     )
+
+
+_TYPES_HINT = (
+    "Tensor, Tensor?, Tensor[], Tensor?[], "
+    + ", ".join(_SCALAR_ANNOTATIONS)
+    + ", their optionals (int?) and lists of scalars (int[], int[2], float[]?)"
+)
+
+
+def _check_argument_type(arg, written: str, spelled: str, offset: int | None) -> None:
+    """Refuse argument types that torch parses but the generator cannot generate correctly."""
+    name = arg.name
+    base = _base_type(written)
+    lists = written.count("[")
+    if base not in _SCALAR_ANNOTATIONS and base != "Tensor" or lists > 1:
+        raise SchemaError(
+            f"type '{spelled}' of argument '{name}' is not supported by the generator; types are: "
+            + _TYPES_HINT,
+            offset,
+        )
+    if base == "Tensor" and lists and written not in ("Tensor[]", "Tensor?[]"):
+        raise SchemaError(
+            f"type '{spelled}' of argument '{name}' is not supported: tensor lists are "
+            "'Tensor[]' or 'Tensor?[]', without a fixed size and not optional themselves",
+            offset,
+        )
+    alias = arg.alias_info
+    if alias is None:
+        return
+    if base != "Tensor":
+        raise SchemaError(
+            f"argument '{name}' of type '{spelled}' carries an alias annotation; only tensors "
+            "(Tensor(a!), Tensor(a!)[]) can be updated in place",
+            offset,
+        )
+    if not alias.is_write or set(alias.after_set) - set(alias.before_set):
+        raise SchemaError(
+            f"argument '{name}' has the read-only alias annotation '{spelled}'; outputs are new "
+            f"tensors, never views of inputs; declare in-place updates as 'Tensor(a!) {name}'",
+            offset,
+        )
+    if written.endswith("?"):
+        raise SchemaError(
+            f"argument '{name}' of type '{spelled}' is optional and updated in place; an "
+            "in-place input must always be given",
+            offset,
+        )
+
+
+def _return_problem(i: int, written: str, spelled: str) -> str:
+    if written == "Tensor?":
+        hint = "use two fixed-arity operators (an arity_pair) instead of optional returns"
+    elif "[" in written:
+        hint = "return a fixed number of tensors: -> (Tensor a, Tensor b)"
+    else:
+        hint = "return the value as a Tensor"
+    return f"return {i} has type '{spelled}'; operators return Tensor values only ({hint})"
 
 
 def _check_default(name: str, base: str, raw_type: str, value, text: str) -> None:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, replace
 
-from ..resolve.dims import TensorPlan, bind_from
+from ..resolve.dims import TensorPlan, bind_from, index_of
 from ..resolve.resolved import ResolvedOp, ResolvedStage
 from ..spec.model import DType, Integration, OutputDecl, Shape
 from ..spec.schema import Argument, Schema
@@ -142,6 +142,34 @@ class TensorCheck:
 
 
 @dataclass(frozen=True, slots=True)
+class ListCheck:
+    """A Tensor[] argument: the list itself, then each element ``_e`` against the declaration.
+
+    Dims bound by other inputs are compared; other dims of an element are its own (free).
+    """
+
+    name: str
+    nonempty: bool  # the fakes allocate on the device of element 0
+    optional_elements: bool  # Tensor?[]: None elements are skipped
+    test: str  # over ``_e``: the element is refused
+    shape: str
+    expected: str  # tuple expression over ``_e`` and bound dims
+    rank: int
+    variadic: bool
+    dtypes: str | None
+    dtype_of: str | None
+    device_of: str | None
+    devices: tuple[str, ...]
+    bindings: tuple[Statement, ...] = ()
+    early: tuple[str, ...] = ()
+    offsets: None = None
+
+    @property
+    def late(self) -> tuple[str, ...]:
+        return (self.test, self.expected)
+
+
+@dataclass(frozen=True, slots=True)
 class ConstraintCheck:
     test: str  # the condition under which the call is refused
     message: str  # spec text
@@ -219,7 +247,7 @@ class PublicView:
     result: str
     result_fields: tuple[Param, ...]
     docstring: Docstring
-    checks: tuple[TensorCheck | Statement, ...]
+    checks: tuple[TensorCheck | ListCheck | Statement, ...]
     constraints: tuple[ConstraintCheck, ...]
     scalars: tuple[ScalarCheck, ...]
     variants: tuple[VariantCheck, ...]
@@ -385,7 +413,10 @@ class _Stages(_Base):
             needed |= names
             batch |= b
         dims = self._dim_reads(needed - set(dynamic), batch, None)
-        base = self._alloc_base([t.name for t in self.plan.tensors])
+        tensors = [t.name for t in self.plan.tensors]
+        if not tensors:  # only list inputs: the public function refuses an empty first list
+            tensors = [next(f"{d.name}[0]" for d in self.op.inputs if d.is_list)]
+        base = self._alloc_base(tensors)
         allocs = tuple(
             Alloc(o.name, base, _shape_expr(o.shape), self._dtype(o.dtype, o.dtype_of, base))
             for o in outputs
@@ -576,6 +607,15 @@ class _Public(_Base):
             items.append(self._tensor_check(t, dtypes, decl.same_dtype_as, first, devices))
         if not derived_done:
             items += self._derived()
+        for decl in op.inputs:
+            if decl.is_list:
+                dtypes = None
+                if decl.same_dtype_as is None:
+                    dtypes = r.names.constant(decl.name, "DTYPES")
+                    constants.append(
+                        Constant(dtypes, dtypes=tuple(d.torch_name for d in decl.dtypes))
+                    )
+                items.append(self._list_check(decl, dtypes, first, devices))
         for v in op.variants:
             constants.append(Constant(r.names.constant(v.arg, "VALUES"), values=v.values))
         return self._prune(items), constants
@@ -623,6 +663,58 @@ class _Public(_Base):
             offsets=self.op.input(n).offsets,
         )
 
+    def _list_check(self, decl, dtypes, first, devices) -> ListCheck:
+        n, shape, e = decl.name, decl.shape, "_e"
+        arg = self.fwd.argument(n)
+        rank = (
+            f"{e}.ndim < {shape.min_rank}"
+            if shape.has_ellipsis
+            else f"{e}.ndim != {shape.min_rank}"
+        )
+        tests = [f"not isinstance({e}, Tensor)", rank]
+        tests.append(
+            f"{e}.dtype != {decl.same_dtype_as}.dtype"
+            if decl.same_dtype_as
+            else f"{e}.dtype not in {dtypes}"
+        )
+        if first is not None:
+            tests.append(f"{e}.device != {first}.device")
+        else:
+            tests.append("not (" + " or ".join(f"{e}.is_{d}" for d in devices) + ")")
+            tests.append(f"{e}.device != {n}[0].device")
+        known = set(self.plan.bound) | {d.name for d in self.op.dims}
+        parts, compares = [], []
+        for pos, entry in enumerate(shape.entries):
+            idx = index_of(shape, pos)
+            if entry == ELLIPSIS:
+                before, after = len(shape.before), len(shape.after)
+                own = f"{e}.shape[{before or ''}:{f'-{after}' if after else ''}]"
+                if self.plan.batch_source is not None:
+                    compares.append(f"{own} != batch")
+                    parts.append("*batch")
+                else:
+                    parts.append(f"*{own}")
+            elif set(entry.names) <= known:
+                value = entry.render({})
+                compares.append(f"{e}.shape[{idx}] != {value}")
+                parts.append(value)
+            else:
+                parts.append(f"{e}.shape[{idx}]")
+        return ListCheck(
+            name=n,
+            nonempty=first is None,
+            optional_elements=arg.type == "Tensor?[]",
+            test=" or ".join(tests + compares),
+            shape=str(shape),
+            expected=_tuple_expr(parts),
+            rank=shape.min_rank,
+            variadic=shape.has_ellipsis,
+            dtypes=dtypes,
+            dtype_of=decl.same_dtype_as,
+            device_of=first,
+            devices=devices if first is None else (),
+        )
+
     def _derived(self) -> list[Statement]:
         return [Statement(d.name, d.expr.render({})) for d in self.op.dims]
 
@@ -660,6 +752,10 @@ class _Public(_Base):
                 if item.target not in used:
                     continue
                 used |= _names_in(item.value)
+                kept.append(item)
+                continue
+            if isinstance(item, ListCheck):
+                used |= _names_in(item.test) | _names_in(item.expected)
                 kept.append(item)
                 continue
             reads = [s for s in item.bindings if s.target in used or _read_by(s.target, item.late)]
@@ -721,6 +817,8 @@ def _runtime_imports(op, public: PublicView) -> tuple[str, ...]:
     used = {"launcher", "tensor_error"}
     if public.mutated:
         used.add("check_mutated")
+    if any(isinstance(c, ListCheck) for c in public.checks):
+        used.add("list_error")
     if any(isinstance(c, TensorCheck) and c.offsets for c in public.checks):
         used.add("check_offsets")
     if public.constraints:

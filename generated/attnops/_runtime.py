@@ -103,6 +103,37 @@ def tensor_error(
     return AssertionError(f"{op}: {name} failed a check that names no cause (a generator bug)")
 
 
+def list_error(
+    op: str,
+    name: str,
+    index: int | None,
+    value: object,
+    shape: str,
+    expected: tuple | None,
+    *,
+    rank: int,
+    same_as: tuple[str, torch.Tensor] | None = None,
+    **checks,
+) -> Exception:
+    """The error for a ``Tensor[]`` argument: the list itself (``index`` None) or element
+    ``name[index]``, checked against the element declaration as ``tensor_error`` checks a tensor.
+    """
+    if index is None:
+        if not isinstance(value, (list, tuple)):
+            return TypeError(f"{op}: {name} must be a list of Tensors, got {type(value).__name__}")
+        return ValueError(f"{op}: {name} must hold at least one tensor of shape {shape}, got none")
+    element = f"{name}[{index}]"
+    if isinstance(value, torch.Tensor) and same_as is not None:
+        other, ref = same_as
+        if checks.get("devices") and value.device.type in checks["devices"]:
+            if value.device != ref.device:
+                return ValueError(
+                    f"{op}: {element} must be on the device of {other} ({ref.device}), "
+                    f"got {value.device}"
+                )
+    return tensor_error(op, element, value, shape, expected, rank=rank, **checks)
+
+
 def constraint_error(op: str, message: str, **dims: int) -> ValueError:
     """A relation between dims does not hold; ``message`` is the spec's own wording."""
     got = ", ".join(f"{k}={v}" for k, v in dims.items())

@@ -15,10 +15,10 @@ from .report import Report
 
 def inputs(r: ResolvedOp, report: Report) -> None:
     op, fwd = r.op, r.op.forward.schema
-    tensor_args = [a.name for a in fwd.tensor_arguments]
+    tensor_args = [a.name for a in fwd.arguments if a.is_tensor or a.is_tensor_list]
     for decl in op.inputs:
         arg = fwd.argument(decl.name)
-        if arg is None or not arg.is_tensor:
+        if arg is None or not (arg.is_tensor or arg.is_tensor_list):
             report.error(
                 decl.loc,
                 f"input '{decl.name}' is not a Tensor argument of the forward schema"
@@ -31,7 +31,13 @@ def inputs(r: ResolvedOp, report: Report) -> None:
                     decl.loc,
                     f"dtype of input '{decl.name}' must be a dtype ({one_of(DType.names())}) or another input with 'dtypes', got '{decl.same_dtype_as}'",
                 )
-        if arg is not None and arg.is_tensor and decl.mutated != arg.is_write:
+        if arg is not None and (arg.is_tensor or arg.is_tensor_list):
+            _list(r, decl, arg, report)
+        if (
+            arg is not None
+            and (arg.is_tensor or arg.is_tensor_list)
+            and decl.mutated != arg.is_write
+        ):
             if decl.mutated:
                 report.error(
                     decl.loc,
@@ -62,6 +68,30 @@ def inputs(r: ResolvedOp, report: Report) -> None:
                 op.forward.schema_loc,
                 f"tensor argument '{name}' has no entry under 'inputs' (shape and dtypes)",
             )
+
+
+def _list(r: ResolvedOp, decl: TensorDecl, arg, report: Report) -> None:
+    """A Tensor[] argument is declared 'list: true' (and vice versa); its elements bind no dims."""
+    if arg.is_tensor_list and not decl.is_list:
+        report.error(
+            decl.loc,
+            f"input '{decl.name}' is a {arg.type} argument; add 'list: true' (the shape and "
+            "dtypes then describe each element)",
+        )
+    elif decl.is_list and not arg.is_tensor_list:
+        report.error(
+            decl.loc,
+            f"input '{decl.name}' is marked 'list: true' but its schema type is {arg.type}",
+        )
+    elif decl.is_list:
+        if decl.differentiable and r.op.backward is not None:
+            report.error(
+                decl.loc,
+                f"list input '{decl.name}' must be marked 'differentiable: false': "
+                "autograd.Function does not track tensors inside a list",
+            )
+        if decl.offsets is not None:
+            report.error(decl.offsets_loc, f"list input '{decl.name}' cannot hold offsets")
 
 
 def _offsets(r: ResolvedOp, decl: TensorDecl, report: Report) -> None:
