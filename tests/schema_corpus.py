@@ -300,9 +300,7 @@ def spec_text(cases: list[Case]) -> tuple[str, dict[str, tuple[int, int]]]:
         for j in range(max(c.returns, 1)):
             lines.append(f"      r{j}: {{shape: {shape}, dtype: float32}}")
         lines.append("    reference: corpus_launch:ref")
-        sample = (
-            {"batch": [2], "D": 3} if first or any(_is_tensor(a["type"]) for a in c.args) else {}
-        )
+        sample = {"batch": [2], "D": 3} if first or tensors else {}
         for a in c.args:
             if not a["has_default"] and not _is_tensor(a["type"]) and not _is_list(a["type"]):
                 v = _sample_value(a["type"])

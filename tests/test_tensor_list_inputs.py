@@ -14,11 +14,11 @@ import torch
 
 
 def mix_fwd(x, xs, ys, alpha):
-    return x * alpha + sum(xs, torch.zeros_like(x))
+    return (x * alpha + sum(xs, torch.zeros_like(x))).contiguous()
 
 
 def mix_bwd(grad_y, x, xs, alpha):
-    return grad_y * alpha
+    return (grad_y * alpha).contiguous()
 
 
 def mix_ref(x, xs, ys, alpha=1.0):
@@ -46,7 +46,7 @@ ops:
       y: {shape: [..., D], dtype: x}
     reference: listl:mix_ref
     tests:
-      samples: [{batch: [2], D: 3}]
+      samples: [{batch: [2], D: 3, E: 4}]
       tolerance: {float32: [1.0e-6, 1.0e-6]}
 """
 
@@ -100,6 +100,16 @@ def test_tensor_list_inputs_end_to_end(tmp_path: Path):
     )
     assert result.returncode == 0, result.stdout + result.stderr
     assert result.stdout.strip().endswith("ok")
+    # The generated test module of the operator passes too (lists built, checked, opchecked).
+    tests = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests"],
+        cwd=tmp_path / "out",
+        env={"PYTHONPATH": f"{tmp_path / 'out'}:{tmp_path}", "PATH": "/usr/bin:/bin"},
+        capture_output=True,
+        text=True,
+    )
+    assert tests.returncode == 0, tests.stdout[-3000:] + tests.stderr[-3000:]
+    assert " passed" in tests.stdout and "failed" not in tests.stdout
 
 
 def test_a_list_input_must_be_declared_as_a_list(tmp_path: Path, capsys):

@@ -222,6 +222,17 @@ def resolve(spec: Spec, op: Op) -> ResolvedOp:
     sample_dims = tuple(
         name for name, b in dim_plan.bound.items() if not b.derived and b.tensor not in literal
     )
+    # Dims only list elements use are free per element: the tests take them from the samples.
+    scalars = {a.name for a in fwd.arguments if not a.is_tensor and not a.is_tensor_list}
+    taken = set(dim_plan.bound) | {d.name for d in op.dims} | scalars
+    taken |= {name for name, _ in op.dynamic_dims}
+    for d in op.inputs:
+        if d.is_list:
+            for e in d.shape.entries:
+                for n in () if e == "..." else e.names:
+                    if n not in taken:
+                        taken.add(n)
+                        sample_dims += (n,)
     return ResolvedOp(
         op=op,
         namespace=spec.namespace,

@@ -42,6 +42,8 @@ class MadeInput:
     shape: str  # tuple expression over the sample's dims
     dtype: str  # expression: _dt, torch.float32, q.dtype
     optional: bool  # given only in configurations that give it
+    elements: int = 0  # a list input: how many elements (0: a single tensor)
+    holes: bool = False  # a Tensor?[] input: its last element is None
 
 
 @dataclass(frozen=True, slots=True)
@@ -181,10 +183,22 @@ class _Builder:
                 dtype = "_dt"
             else:
                 dtype = f"torch.{d.dtypes[0].torch_name}"
-            made.append(MadeInput(d.name, d.init, shape, dtype, d.name in r.optional_inputs))
+            arg = self.fwd.argument(d.name)
+            holes = bool(d.is_list and arg is not None and arg.type.startswith("Tensor?"))
+            made.append(
+                MadeInput(
+                    d.name,
+                    d.init,
+                    shape,
+                    dtype,
+                    d.name in r.optional_inputs,
+                    elements=(3 if holes else 2) if d.is_list else 0,
+                    holes=holes,
+                )
+            )
         entries = []
         for a in self.fwd.arguments:
-            if a.is_tensor:
+            if a.is_tensor or a.is_tensor_list:
                 entries.append(Entry(a.name, "tensor"))
             elif op.variant(a.name) is not None:
                 entries.append(Entry(a.name, "variant"))
@@ -193,7 +207,8 @@ class _Builder:
             else:
                 entries.append(Entry(a.name, "required"))
         return InputsView(
-            batch=r.plan.batch_source is not None,
+            batch=r.plan.batch_source is not None
+            or any(d.is_list and d.shape.has_ellipsis for d in op.inputs),
             dims=r.sample_dims,
             literals=literals,
             derived=tuple(Statement(d.name, d.expr.render({})) for d in op.dims),

@@ -43,10 +43,11 @@ def mask(gen: torch.Generator, shape: tuple[int, ...], dtype: torch.dtype) -> Te
 
 def float32_copies(inputs: dict) -> dict:
     """Independent float32 copies of floating tensors (the reference computes in float32)."""
-    return {
-        k: v.detach().clone().float() if isinstance(v, Tensor) and v.is_floating_point() else v
-        for k, v in inputs.items()
-    }
+
+    def copy(t: Tensor) -> Tensor:
+        return t.detach().clone().float() if t.is_floating_point() else t
+
+    return {k: map_tensors(v, copy) for k, v in inputs.items()}
 
 
 def _inner_pair(t: Tensor) -> tuple[int, int] | None:
@@ -72,6 +73,15 @@ def dense_permuted(t: Tensor) -> Tensor:
     return out
 
 
+def map_tensors(value, fn: Callable):
+    """``fn`` applied to a tensor, or to each tensor of a list (a Tensor[] argument)."""
+    if isinstance(value, Tensor):
+        return fn(value)
+    if isinstance(value, list):
+        return [fn(v) if isinstance(v, Tensor) else v for v in value]
+    return value
+
+
 def as_tuple(result) -> tuple[Tensor, ...]:
     return tuple(result) if isinstance(result, (tuple, list)) else (result,)
 
@@ -85,7 +95,7 @@ def assert_close(actual: Tensor, expected: Tensor, atol: float, rtol: float, wha
 
 
 def clone_inputs(inputs: dict) -> dict:
-    return {k: v.clone() if isinstance(v, Tensor) else v for k, v in inputs.items()}
+    return {k: map_tensors(v, Tensor.clone) for k, v in inputs.items()}
 
 
 def opcheck(op, args: tuple) -> None:
@@ -97,10 +107,10 @@ def opcheck(op, args: tuple) -> None:
     are data-dependent in the fake, and strides of dims of size 0 or 1, are not compared.
     """
     torch.library.opcheck(op, args)
-    real = as_tuple(op(*(a.clone() if isinstance(a, Tensor) else a for a in args)))
+    real = as_tuple(op(*(map_tensors(a, Tensor.clone) for a in args)))
     with FakeTensorMode(shape_env=ShapeEnv()) as mode:
         fake_args = tuple(
-            mode.from_tensor(a, static_shapes=True) if isinstance(a, Tensor) else a for a in args
+            map_tensors(a, lambda t: mode.from_tensor(t, static_shapes=True)) for a in args
         )
         fake = as_tuple(op(*fake_args))
     assert len(real) == len(fake), f"{op}: {len(real)} real outputs, {len(fake)} fake"
@@ -116,7 +126,12 @@ def opcheck(op, args: tuple) -> None:
 
 
 def broken(value, how: str):
-    """``value`` made invalid in the way ``how`` names (see ``Suite.check_rejects``)."""
+    """``value`` made invalid in the way ``how`` names (see ``Suite.check_rejects``).
+
+    A list of tensors is broken in its first element.
+    """
+    if isinstance(value, list) and how != "type":
+        return [broken(value[0], how), *value[1:]]
     if how.startswith("dtype-"):
         name = how[len("dtype-") :]
         if name == "other":
@@ -272,8 +287,9 @@ def varlen_samples(samples: dict, offsets: str) -> list[str]:
 
 
 def rejection_pattern(op: str, name: str) -> str:
-    """A message about argument ``name`` of ``op``: ``"<op>: <name> must ..."``."""
-    return rf"^{re.escape(op)}: {re.escape(name)} "
+    """A message about argument ``name`` of ``op``: ``"<op>: <name> must ..."`` (or, for a
+    list, about one of its elements: ``"<op>: <name>[0] must ..."``)."""
+    return rf"^{re.escape(op)}: {re.escape(name)}(\[\d+\])? "
 
 
 class Suite:
@@ -569,7 +585,7 @@ def aliased_mutations(inputs: dict, name: str, others: Iterable[str]) -> list[tu
 def check_device(fn: Callable, inputs: dict, flags: dict, device: str) -> None:
     """The public function called with every tensor on ``device`` (meta: shapes only)."""
     expected = as_tuple(fn(**clone_inputs(inputs), **flags))
-    moved = {k: v.to(device) if isinstance(v, Tensor) else v for k, v in inputs.items()}
+    moved = {k: map_tensors(v, lambda t: t.to(device)) for k, v in inputs.items()}
     got = as_tuple(fn(**moved, **flags))
     assert len(got) == len(expected)
     for i, (g, e) in enumerate(zip(got, expected, strict=True)):

@@ -23,7 +23,9 @@ def tests(r: ResolvedOp, report: Report) -> None:
 def _samples(r: ResolvedOp, report: Report) -> None:
     op = r.op
     p = r.plan
-    needs_batch = p.batch_source is not None
+    needs_batch = p.batch_source is not None or any(
+        d.is_list and d.shape.has_ellipsis for d in op.inputs
+    )
     scalars = {a.name: a for a in op.forward.schema.arguments if a.is_scalar}
     literal_ok = {d.name for d in op.inputs}
     for s in op.tests.samples:
@@ -45,7 +47,7 @@ def _samples(r: ResolvedOp, report: Report) -> None:
                     s.loc,
                     f"sample gives derived dim '{name}'; it is computed from the other sizes",
                 )
-            elif name not in p.bound:
+            elif name not in p.bound and name not in r.sample_dims:
                 report.error(
                     s.loc,
                     f"sample gives '{name}', which is neither a dim, a scalar argument nor an input{did_you_mean(name, list(p.bound) + list(scalars))}",
