@@ -46,10 +46,14 @@ def _dot(a, b, DT: tl.constexpr, MODE: tl.constexpr):
 @triton.jit
 def _seq_bounds(cu, i_n, T, USE_CU: tl.constexpr):
     # (batch row, first token, end token) of sequence i_n: packed sequences share batch row 0.
+    # Offsets are clamped so that 0 <= bos <= eos <= T whatever cu holds: every token index a
+    # program touches then lies inside the tensors (valid offsets are unchanged).
     if USE_CU:
         i_b = (i_n * 0).to(tl.int64)
         bos = tl.load(cu + i_n).to(tl.int64)
         eos = tl.load(cu + i_n + 1).to(tl.int64)
+        bos = tl.minimum(tl.maximum(bos, 0), T)
+        eos = tl.minimum(tl.maximum(eos, bos), T)
     else:
         i_b = i_n.to(tl.int64)
         bos = (i_n * 0).to(tl.int64)
@@ -67,6 +71,41 @@ def _program_seq(cu, T, H, USE_CU: tl.constexpr):
     i_h = i_nh % H
     i_b, bos, eos = _seq_bounds(cu, i_n, T, USE_CU)
     return i_n, i_h, i_v, i_b, bos, eos
+
+
+@triton.jit
+def _uncovered(i_n, bos, eos, T, H):
+    # Rows of the packed batch that no sequence may cover, zero-filled by the programs of the
+    # first and the last sequence: [0, head) before sequence 0 and [tail, T) after sequence
+    # N - 1 (head = 0 and tail = T for the others; valid offsets make both ranges empty).
+    # With the clamping of _seq_bounds, each row in [bos_0, eos_{N-1}) lies in some sequence
+    # (the offsets must rise across it somewhere between), so these ranges hold every
+    # uncovered row.
+    N = tl.num_programs(0) // H
+    head = tl.where(i_n == 0, bos, 0)
+    tail = tl.where(i_n == N - 1, eos, T)
+    return head, tail
+
+
+@triton.jit
+def _zero_rows(
+    x, lo, hi, i_h, H, D: tl.constexpr, o_d, m_d, o_t, BT: tl.constexpr, BD: tl.constexpr
+):
+    # Store zeros into x[0, t, i_h, o_d] (contiguous [1, T, H, D]) for tokens t in [lo, hi).
+    b_z = tl.zeros([BT, BD], dtype=x.dtype.element_ty)
+    for i_c in range(0, tl.cdiv(tl.maximum(hi - lo, 0), BT)):
+        t = lo + i_c * BT + o_t
+        p = x + (t[:, None] * H + i_h) * D + o_d[None, :]
+        tl.store(p, b_z, mask=(t < hi)[:, None] & m_d[None, :])
+
+
+@triton.jit
+def _zero_rows_1d(x, lo, hi, i_h, H, o_t, BT: tl.constexpr):
+    # Store zeros into x[0, t, i_h] (contiguous [1, T, H]) for tokens t in [lo, hi).
+    b_z = tl.zeros([BT], dtype=x.dtype.element_ty)
+    for i_c in range(0, tl.cdiv(tl.maximum(hi - lo, 0), BT)):
+        t = lo + i_c * BT + o_t
+        tl.store(x + t * H + i_h, b_z, mask=t < hi)
 
 
 @triton.jit
@@ -200,6 +239,11 @@ def _gla_fwd_kernel(
     if STORE_HT:
         tl.store(ht + s_off, b_s, mask=m_s)
 
+    if USE_CU:
+        head, tail = _uncovered(i_n, bos, eos, T, H)
+        _zero_rows(o, 0, head, i_h, H, V, o_v, m_v, o_t, BT, BV)
+        _zero_rows(o, tail, T, i_h, H, V, o_v, m_v, o_t, BT, BV)
+
 
 @triton.jit
 def _gla_bwd_dkv_kernel(
@@ -303,6 +347,11 @@ def _gla_bwd_dkv_kernel(
         b_ds = b_ds * tl.exp(b_GL) + _dot(tl.trans(b_qg), b_do, DT, MODE)
 
     tl.store(dh0 + s_off, b_ds, mask=m_s)
+
+    if USE_CU:
+        head, tail = _uncovered(i_n, bos, eos, T, H)
+        _zero_rows(dv, 0, head, i_h, H, V, o_v, m_v, o_t, BT, BV)
+        _zero_rows(dv, tail, T, i_h, H, V, o_v, m_v, o_t, BT, BV)
 
 
 @triton.jit
@@ -459,6 +508,15 @@ def _gla_bwd_dg_kernel(
         tl.store(dk + o_out, _cast(b_dk, dk.dtype.element_ty, MODE), mask=m_tk)
         tl.store(dg + row * H + i_h, b_dg, mask=m_t)
 
+    if USE_CU:
+        head, tail = _uncovered(i_n, bos, eos, T, H)
+        _zero_rows(dq, 0, head, i_h, H, K, o_k, m_k, o_t, BT, BK)
+        _zero_rows(dq, tail, T, i_h, H, K, o_k, m_k, o_t, BT, BK)
+        _zero_rows(dk, 0, head, i_h, H, K, o_k, m_k, o_t, BT, BK)
+        _zero_rows(dk, tail, T, i_h, H, K, o_k, m_k, o_t, BT, BK)
+        _zero_rows_1d(dg, 0, head, i_h, H, o_t, BT)
+        _zero_rows_1d(dg, tail, T, i_h, H, o_t, BT)
+
 
 _INTERPRETED = type(_gla_fwd_kernel).__name__ == "InterpretedFunction"
 
@@ -483,6 +541,45 @@ def _config(K, V, dtype, bwd):
     return BK, 64, 8 if bwd or BK <= 64 else 4, 1
 
 
+def _packed(cu_seqlens, B, T, device):
+    """(cu_seqlens read contiguously, N): refuses what is wrong without looking at the values.
+
+    The values themselves are not checked here (that would synchronize with the device): the
+    kernels clamp each sequence to ``0 <= bos <= eos <= T``, so malformed offsets never lead
+    outside the tensors.
+    """
+    if cu_seqlens is None:
+        return None, B
+    if not isinstance(cu_seqlens, torch.Tensor) or cu_seqlens.ndim != 1:
+        raise ValueError(
+            "chunk_gla: cu_seqlens must be a 1-D tensor of N + 1 offsets, got "
+            + (
+                f"shape {tuple(cu_seqlens.shape)}"
+                if isinstance(cu_seqlens, torch.Tensor)
+                else type(cu_seqlens).__name__
+            )
+        )
+    if cu_seqlens.dtype not in (torch.int32, torch.int64):
+        raise ValueError(f"chunk_gla: cu_seqlens must be int32 or int64, got {cu_seqlens.dtype}")
+    if cu_seqlens.shape[0] < 2:
+        raise ValueError(
+            f"chunk_gla: cu_seqlens must hold at least two offsets (0 and T), "
+            f"got {cu_seqlens.shape[0]}"
+        )
+    if cu_seqlens.device != device:
+        raise ValueError(f"chunk_gla: cu_seqlens is on {cu_seqlens.device}, q on {device}")
+    if B != 1:
+        raise ValueError(f"chunk_gla: packed sequences (cu_seqlens) need B == 1, got B = {B}")
+    # The kernels read cu_seqlens[i] at cu + i.
+    return cu_seqlens.contiguous(), cu_seqlens.shape[0] - 1
+
+
+def _per_sequence(name, x, shape):
+    # A per-sequence state must have one [H, K, V] slice for each of the N sequences.
+    if x is not None and tuple(x.shape) != shape:
+        raise ValueError(f"chunk_gla: {name} must have shape {shape}, got {tuple(x.shape)}")
+
+
 def chunk_gla_fwd(
     q, k, v, g, scale: float | None, initial_state, cu_seqlens, output_final_state: bool
 ):
@@ -498,9 +595,14 @@ def chunk_gla_fwd(
         scale: multiplies the output; None means ``K ** -0.5``.
         initial_state: ``[N, H, K, V]`` float32 state before the first token of each sequence,
             or None (zeros).
-        cu_seqlens: ``[N + 1]`` int32 or int64 offsets of ``N`` packed sequences in ``T``
-            (needs ``B == 1``; nondecreasing, ``cu_seqlens[0] == 0``, ``cu_seqlens[-1] == T``:
-            tokens outside are not written), or None (``N = B`` sequences of length ``T``).
+        cu_seqlens: ``[N + 1]`` int32 or int64 offsets of ``N`` packed sequences in ``T``, any
+            stride (needs ``B == 1`` and ``N >= 1``, else ``ValueError``; valid offsets are
+            nondecreasing, with ``cu_seqlens[0] == 0`` and ``cu_seqlens[-1] == T``), or None
+            (``N = B`` sequences of length ``T``). Other values are not refused but never lead
+            outside the tensors: sequence ``i`` runs over ``[bos, eos)`` with
+            ``bos = clamp(cu_seqlens[i], 0, T)`` and ``eos = clamp(cu_seqlens[i + 1], bos, T)``;
+            tokens that no sequence covers get zeros in ``output``; tokens that several
+            sequences cover (decreasing offsets) get the values of one of them, unspecified.
         output_final_state: whether to return the state after each sequence's last token.
 
     Returns:
@@ -508,12 +610,14 @@ def chunk_gla_fwd(
         ``[B, T, H, V]`` in ``q``'s dtype; ``final_state`` is ``[N, H, K, V]`` float32, or None
         when ``output_final_state`` is false.
 
-    Mutates nothing. ``K <= 256`` (``ValueError`` otherwise); ``V`` is unrestricted.
+    Mutates nothing. ``K <= 256`` (``ValueError`` otherwise); ``V`` is unrestricted;
+    ``initial_state`` of another shape than ``[N, H, K, V]``: ``ValueError``.
     """
     B, T, H, K = q.shape
     scale = K**-0.5 if scale is None else scale
     V = v.shape[-1]
-    N = B if cu_seqlens is None else cu_seqlens.shape[0] - 1
+    cu_seqlens, N = _packed(cu_seqlens, B, T, q.device)
+    _per_sequence("initial_state", initial_state, (N, H, K, V))
     o = q.new_empty((B, T, H, V))
     ht = q.new_empty((N, H, K, V), dtype=torch.float32) if output_final_state else None
     h0 = None if initial_state is None else initial_state.to(torch.float32).contiguous()
@@ -569,7 +673,9 @@ def chunk_gla_bwd(q, k, v, g, scale: float | None, initial_state, cu_seqlens, do
     Args:
         q, k, v, g, scale, initial_state, cu_seqlens: as for :func:`chunk_gla_fwd`
             (``q, k: [B, T, H, K]``, ``v: [B, T, H, V]``, ``g: [B, T, H]`` float32,
-            ``initial_state: [N, H, K, V]`` float32 or None, ``cu_seqlens: [N + 1]`` or None).
+            ``initial_state: [N, H, K, V]`` float32 or None, ``cu_seqlens: [N + 1]`` or None;
+            malformed offsets are clamped as there, and gradients of tokens that no sequence
+            covers are zeros).
         do: ``[B, T, H, V]``, the gradient of ``output`` (``q``'s dtype), any strides.
         dht: ``[N, H, K, V]`` float32, the gradient of ``final_state``, or None (zero).
 
@@ -580,12 +686,15 @@ def chunk_gla_bwd(q, k, v, g, scale: float | None, initial_state, cu_seqlens, do
         gradient of ``initial_state``, returned also when it is None).
 
     Mutates nothing; allocates float32 scratch of ``NV * (2 * B * T * H * K + B * T * H + N * H)``
-    elements (``NV`` = number of V blocks). ``K <= 256`` (``ValueError`` otherwise).
+    elements (``NV`` = number of V blocks). ``K <= 256`` (``ValueError`` otherwise);
+    ``initial_state`` or ``dht`` of another shape than ``[N, H, K, V]``: ``ValueError``.
     """
     B, T, H, K = q.shape
     scale = K**-0.5 if scale is None else scale
     V = v.shape[-1]
-    N = B if cu_seqlens is None else cu_seqlens.shape[0] - 1
+    cu_seqlens, N = _packed(cu_seqlens, B, T, q.device)
+    _per_sequence("initial_state", initial_state, (N, H, K, V))
+    _per_sequence("dht", dht, (N, H, K, V))
     dq = q.new_empty((B, T, H, K))
     dk = k.new_empty((B, T, H, K))
     dv = v.new_empty((B, T, H, V))
