@@ -132,8 +132,9 @@ def _run(project: Path, fault: str = "none", select: str = "not compile"):
 
 def test_declared_contract_generates_the_empty_gradient_fake(projects):
     module = (projects["declared"] / "generated" / "commonops" / "scaled.py").read_text()
-    assert "    if weight is None:\n        grad_weight = x.new_empty((0,), dtype=torch.float32)\n" in (
-        module
+    assert (
+        "    if weight is None:\n        grad_weight = x.new_empty((0,), dtype=torch.float32)\n"
+        in (module)
     )
     tests = (projects["declared"] / "generated" / "tests" / "test_scaled.py").read_text()
     assert 'REFERENCE_RETURNS = ("y", "rowsum")' in tests

@@ -100,9 +100,7 @@ def describe(t) -> str:
     """``shape (2, 3), dtype torch.float32, strides (3, 1)`` (and the device) of a tensor."""
     if not isinstance(t, Tensor):
         return f"{type(t).__name__} {t!r}"
-    return (
-        f"shape {tuple(t.shape)}, dtype {t.dtype}, strides {t.stride()}, device {t.device.type}"
-    )
+    return f"shape {tuple(t.shape)}, dtype {t.dtype}, strides {t.stride()}, device {t.device.type}"
 
 
 def contract_mismatch(op: str, what: str, expected: str, received: str, hint: str = "") -> str:

@@ -171,7 +171,9 @@ def _op(reader: Reader, name: str, key_loc: Location, node: Node, namespace: str
 def _names(reader: Reader, node: Node, what: str) -> tuple[str, ...] | None:
     """A non-empty list of distinct names (checked against the outputs in ``resolve/validate``)."""
     if not node.is_seq or not node.value:
-        reader.error(node.loc, f"'{what}' must be a non-empty list of output names, got {kind(node)}")
+        reader.error(
+            node.loc, f"'{what}' must be a non-empty list of output names, got {kind(node)}"
+        )
         return None
     names: list[str] = []
     for item in node.value:
