@@ -61,7 +61,7 @@ CASES = [
         [
             "ops.yaml:19:5: error: [l2norm] unknown key 'launcher' in an operator; expected one of: "
             "doc, integration, forward, backward, inputs, outputs, dims, variants, constraints, "
-            "reference, tests"
+            "reference, reference_returns, tests"
         ],
     ),
     (

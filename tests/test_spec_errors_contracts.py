@@ -8,6 +8,9 @@ from specs import CHUNK, GATE, replace
 from codegen.pipeline import generate, parse
 from codegen.spec.errors import SpecError
 
+_IS = "      initial_state: {shape: [N, H, K, V], dtypes: [float32]}"
+_REF = "    reference: attnops_kernels.chunk_gla.reference:chunk_gla_ref"
+
 CASES = [
     (
         "pair-arguments-differ",
@@ -201,6 +204,81 @@ CASES = [
             "ops.yaml:15:52: error: [gate] unknown init 'zeros' of input 'A_log'; expected one of: randn, logsigmoid, mask",
         ],
     ),
+    (
+        "absent-gradient-unknown",
+        replace(_IS, _IS[:-1] + ", absent_gradient: nothing}", CHUNK),
+        [
+            "ops.yaml:25:80: error: [chunk] 'absent_gradient' of input 'initial_state' must be one of: zeros, empty; got 'nothing'",
+        ],
+    ),
+    (
+        "absent-gradient-not-a-string",
+        replace(_IS, _IS[:-1] + ", absent_gradient: [empty]}", CHUNK),
+        [
+            "ops.yaml:25:80: error: [chunk] 'absent_gradient' of input 'initial_state' must be one of: zeros, empty; got a list",
+        ],
+    ),
+    (
+        "absent-gradient-required-input",
+        replace(
+            "      q: {shape: [B, T, H, K], dtypes: [float32]}",
+            "      q: {shape: [B, T, H, K], dtypes: [float32], absent_gradient: empty}",
+            CHUNK,
+        ),
+        [
+            "ops.yaml:21:68: error: [chunk] 'absent_gradient' of input 'q' applies only to optional inputs (Tensor?); 'q' is always given",
+        ],
+    ),
+    (
+        "absent-gradient-without-gradient",
+        replace(
+            "differentiable: false}",
+            "differentiable: false, absent_gradient: empty}",
+            CHUNK,
+        ),
+        [
+            "ops.yaml:26:89: error: [chunk] 'absent_gradient' of input 'cu_seqlens' needs a gradient; the backward schema returns no 'grad_cu_seqlens'",
+        ],
+    ),
+    (
+        "absent-gradient-without-backward",
+        replace(
+            "      A_log: {shape: [H], dtypes: [float32]}",
+            "      A_log: {shape: [H], dtypes: [float32], absent_gradient: zeros}",
+            GATE,
+        ),
+        [
+            "ops.yaml:15:63: error: [gate] 'absent_gradient' of input 'A_log' needs a backward; the operator has none",
+        ],
+    ),
+    (
+        "reference-returns-unknown",
+        replace(_REF, "    reference_returns: [output, final_state, rstd]\n" + _REF, CHUNK),
+        [
+            "ops.yaml:30:24: error: [chunk] reference_returns: 'rstd' is not an output; outputs: output, final_state",
+        ],
+    ),
+    (
+        "reference-returns-missing-public",
+        replace(_REF, "    reference_returns: [final_state]\n" + _REF, CHUNK),
+        [
+            "ops.yaml:30:24: error: [chunk] reference_returns must list every public output (the tests compare each); missing: output",
+        ],
+    ),
+    (
+        "reference-returns-twice",
+        replace(_REF, "    reference_returns: [output, output]\n" + _REF, CHUNK),
+        [
+            "ops.yaml:30:33: error: [chunk] 'reference_returns' lists 'output' twice",
+        ],
+    ),
+    (
+        "reference-returns-not-a-list",
+        replace(_REF, "    reference_returns: output\n" + _REF, CHUNK),
+        [
+            "ops.yaml:30:24: error: [chunk] 'reference_returns' must be a non-empty list of output names, got str 'output'",
+        ],
+    ),
 ]
 
 
@@ -217,6 +295,19 @@ def test_diagnostics(text, expected):
 
 
 BWD_ARGS = "Tensor q, Tensor k, Tensor v, Tensor g, float? scale, Tensor? initial_state, Tensor? cu_seqlens"
+
+
+def test_declared_absent_gradient_and_reference_returns_are_accepted():
+    text = replace(_IS, _IS[:-1] + ", absent_gradient: empty}", CHUNK)
+    text = replace(_REF, "    reference_returns: [final_state, output]\n" + _REF, text)
+    module = generate(text, "ops.yaml", "ops.yaml")
+    assert (
+        "    if initial_state is None:\n"
+        "        grad_initial_state = q.new_empty((0,), dtype=torch.float32)\n"
+        "    else:\n"
+        "        grad_initial_state = q.new_empty((N, H, K, V), dtype=torch.float32)\n"
+    ) in module["demo/chunk.py"]
+    assert 'REFERENCE_RETURNS = ("final_state", "output")' in module["tests/test_chunk.py"]
 
 
 def test_backward_must_take_optional_inputs_it_differentiates():

@@ -76,6 +76,7 @@ class ResolvedOp:
     base_returns: tuple[str, ...]  # returns of the forward operator
     pair_extras: tuple[str, ...]  # the trailing returns only the arity twin has
     public_outputs: tuple[str, ...]
+    reference_returns: tuple[str, ...]  # what the reference returns, in its order
     backward_args: tuple[BackwardArg, ...]
     gradients: tuple[Gradient, ...]
     devices: tuple[str, ...]  # device types the public function accepts
@@ -245,6 +246,11 @@ def resolve(spec: Spec, op: Op) -> ResolvedOp:
         base_returns=base,
         pair_extras=extras,
         public_outputs=tuple(o.name for o in op.outputs if o.public),
+        reference_returns=(
+            op.reference_returns
+            if op.reference_returns is not None
+            else tuple(o.name for o in op.outputs if o.public)
+        ),
         backward_args=_backward_args(op),
         gradients=_gradients(op),
         devices=_devices(op),

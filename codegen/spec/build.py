@@ -13,7 +13,7 @@ from . import build_stages, build_tensors, build_tests
 from .errors import Errors, Location
 from .load import Node
 from .model import SPEC_VERSION, Integration, Op, Spec
-from .reader import Reader
+from .reader import Reader, kind
 
 TOP_KEYS = ("version", "namespace", "package", "ops")
 OP_KEYS = (
@@ -27,6 +27,7 @@ OP_KEYS = (
     "variants",
     "constraints",
     "reference",
+    "reference_returns",
     "tests",
 )
 
@@ -126,6 +127,8 @@ def _op(reader: Reader, name: str, key_loc: Location, node: Node, namespace: str
     outputs = build_tensors.outputs(reader, m.get("outputs")) if m.get("outputs") else None
     ref_node = m.get("reference")
     reference = build_stages.launcher_ref(reader, ref_node, "reference") if ref_node else None
+    returns_node = m.get("reference_returns")
+    reference_returns = _names(reader, returns_node, "reference_returns") if returns_node else None
     tests = build_tests.tests(reader, m.get("tests")) if m.get("tests") else None
     if not ok or None in (
         forward,
@@ -139,6 +142,8 @@ def _op(reader: Reader, name: str, key_loc: Location, node: Node, namespace: str
     ):
         return None
     if m.get("backward") is not None and backward is None:
+        return None
+    if returns_node is not None and reference_returns is None:
         return None
     return Op(
         name=name,
@@ -158,4 +163,25 @@ def _op(reader: Reader, name: str, key_loc: Location, node: Node, namespace: str
         variants=variants,
         arity_pair=arity_pair,
         constraints=constraints,
+        reference_returns=reference_returns,
+        reference_returns_loc=returns_node.loc if returns_node is not None else None,
     )
+
+
+def _names(reader: Reader, node: Node, what: str) -> tuple[str, ...] | None:
+    """A non-empty list of distinct names (checked against the outputs in ``resolve/validate``)."""
+    if not node.is_seq or not node.value:
+        reader.error(
+            node.loc, f"'{what}' must be a non-empty list of output names, got {kind(node)}"
+        )
+        return None
+    names: list[str] = []
+    for item in node.value:
+        if not isinstance(item.value, str) or not item.value:
+            reader.error(item.loc, f"'{what}' lists output names, got {kind(item)}")
+            return None
+        if item.value in names:
+            reader.error(item.loc, f"'{what}' lists '{item.value}' twice")
+            return None
+        names.append(item.value)
+    return tuple(names)

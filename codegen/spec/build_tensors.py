@@ -9,11 +9,21 @@ from __future__ import annotations
 
 from .errors import one_of
 from .load import Node
-from .model import INITS, DType, OutputDecl, TensorDecl
+from .model import ABSENT_GRADIENTS, INITS, DType, OutputDecl, TensorDecl
 from .reader import Reader, kind
 from .shapes import Shape, ShapeError, parse_shape
 
-INPUT_KEYS = ("shape", "dtypes", "dtype", "differentiable", "mutated", "init", "offsets", "list")
+INPUT_KEYS = (
+    "shape",
+    "dtypes",
+    "dtype",
+    "differentiable",
+    "mutated",
+    "init",
+    "offsets",
+    "absent_gradient",
+    "list",
+)
 OUTPUT_KEYS = ("shape", "dtype", "public")
 
 
@@ -117,6 +127,19 @@ def inputs(reader: Reader, node: Node) -> tuple[TensorDecl, ...] | None:
                 ok = False
             else:
                 offsets = d.value
+        absent, absent_loc = "zeros", None
+        if (d := m.get("absent_gradient")) is not None:
+            absent_loc = d.loc
+            if not isinstance(d.value, str) or d.value not in ABSENT_GRADIENTS:
+                got = f"'{d.value}'" if isinstance(d.value, str) else kind(d)
+                reader.error(
+                    d.loc,
+                    f"'absent_gradient' of input '{name}' must be one of: "
+                    f"{one_of(ABSENT_GRADIENTS)}; got {got}",
+                )
+                ok = False
+            else:
+                absent = d.value
         if shape is None or dtypes is None:
             ok = False
             continue
@@ -132,6 +155,8 @@ def inputs(reader: Reader, node: Node) -> tuple[TensorDecl, ...] | None:
                 node.value.key_loc(name),
                 offsets,
                 offsets_loc,
+                absent,
+                absent_loc,
                 flags["list"],
             )
         )

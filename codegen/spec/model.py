@@ -98,6 +98,9 @@ class Stage:
 
 
 INITS = ("randn", "logsigmoid", "mask")
+# How a backward reports the gradient of an optional input the caller left out: a tensor of the
+# input's declared shape (its values are never read), or an empty tensor of shape (0,).
+ABSENT_GRADIENTS = ("zeros", "empty")
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,6 +117,8 @@ class TensorDecl:
     loc: Location
     offsets: str | None = None  # the dim whose extent these offsets partition into sequences
     offsets_loc: Location | None = None
+    absent_gradient: str = "zeros"  # one of ABSENT_GRADIENTS
+    absent_gradient_loc: Location | None = None  # None: not written
     is_list: bool = False  # a Tensor[]/Tensor?[] argument: the declaration holds for each element
 
 
@@ -226,6 +231,9 @@ class Op:
     variants: tuple[Variant, ...] = ()
     arity_pair: ArityPair | None = None
     constraints: tuple[Constraint, ...] = ()
+    # The outputs the reference returns, in its order; None: the public outputs.
+    reference_returns: tuple[str, ...] | None = None
+    reference_returns_loc: Location | None = None
 
     @property
     def primary(self) -> TensorDecl:

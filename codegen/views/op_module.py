@@ -44,6 +44,9 @@ class Alloc:
     base: str  # the tensor whose device the output takes
     shape: str  # a tuple expression
     dtype: str | None  # None: the dtype of ``base``
+    # An optional input declared 'absent_gradient: empty': when it is None the fake allocates
+    # shape (0,) instead of ``shape``.
+    empty_without: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -447,7 +450,8 @@ class _Stages(_Base):
                 if target.same_dtype_as is not None
                 else f"torch.{target.dtypes[0].torch_name}"
             )
-            allocs.append(Alloc(g.name, base, _shape_expr(target.shape), dtype))
+            empty = target.name if target.absent_gradient == "empty" else None
+            allocs.append(Alloc(g.name, base, _shape_expr(target.shape), dtype, empty))
         dims = self._dim_reads(needed, batch, set(available))
         return FakeView(tuple(dims), (), tuple(allocs), tuple(g.name for g in self.r.gradients))
 

@@ -84,6 +84,15 @@ class BackwardView:
 
 
 @dataclass(frozen=True, slots=True)
+class OutputDType:
+    """A public output's declared dtype: ``torch.<dtype>``, or the input whose dtype it takes."""
+
+    name: str
+    dtype: str | None  # a torch attribute: float32
+    input: str | None
+
+
+@dataclass(frozen=True, slots=True)
 class TestsView:
     op: str
     package: str
@@ -108,6 +117,8 @@ class TestsView:
     rejects: dict
     arg_names: tuple[str, ...]
     public_outputs: tuple[str, ...]
+    reference_returns: tuple[str, ...]  # what the reference returns, in its order
+    output_dtypes: tuple[OutputDType, ...]  # of each public output
     differentiable: tuple[str, ...]
     mutated: tuple[str, ...]
     compile_dtype: str
@@ -330,6 +341,12 @@ class _Builder:
             rejects=self.rejects(),
             arg_names=tuple(a.name for a in self.fwd.arguments),
             public_outputs=r.public_outputs,
+            reference_returns=r.reference_returns,
+            output_dtypes=tuple(
+                OutputDType(o.name, o.dtype.torch_name if o.dtype else None, o.dtype_of)
+                for o in op.outputs
+                if o.public
+            ),
             differentiable=self.differentiable(),
             mutated=mutated,
             compile_dtype=dtypes[0].short,

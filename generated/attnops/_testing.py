@@ -98,31 +98,106 @@ def clone_inputs(inputs: dict) -> dict:
     return {k: map_tensors(v, Tensor.clone) for k, v in inputs.items()}
 
 
-def opcheck(op, args: tuple) -> None:
-    """``torch.library.opcheck``, plus a comparison of fake and real output strides.
+def contiguous_strides(shape) -> tuple[int, ...]:
+    """The strides of a contiguous tensor of ``shape``."""
+    strides, step = [], 1
+    for size in reversed(tuple(shape)):
+        strides.append(step)
+        step *= max(int(size), 1)
+    return tuple(reversed(strides))
 
-    opcheck's ``test_faketensor`` compares strides in torch 2.13; torch 2.11 checks
-    only sizes and dtypes there, so a kernel whose output layout differs from its (contiguous)
-    fake would pass. The comparison below gives every supported torch the same check. Sizes that
-    are data-dependent in the fake, and strides of dims of size 0 or 1, are not compared.
+
+def describe(t) -> str:
+    """``shape (2, 3), dtype torch.float32, strides (3, 1)`` (and the device) of a tensor."""
+    if not isinstance(t, Tensor):
+        return f"{type(t).__name__} {t!r}"
+    return f"shape {tuple(t.shape)}, dtype {t.dtype}, strides {t.stride()}, device {t.device.type}"
+
+
+def contract_mismatch(op: str, what: str, expected: str, received: str, hint: str = "") -> str:
+    """The message of a result that disagrees with the spec: op, result, expected vs received."""
+    return f"{op}: {what}: expected {expected}; received {received}{hint}"
+
+
+def _empty_hint(expected_numel: int | None, got: Tensor) -> str:
+    if got.numel() == 0 and expected_numel != 0:
+        return (
+            " (a backward that returns an empty tensor for an optional input the caller left out "
+            "declares 'absent_gradient: empty' on that input)"
+        )
+    return ""
+
+
+def check_layout(op: str, what: str, got, shape, dtype: torch.dtype | None) -> None:
+    """``got`` has ``shape``, ``dtype`` (None: any) and contiguous strides, or the test fails
+    with a message naming ``op`` and ``what`` with the expected and the received metadata.
+    Strides of dims of size 0 or 1 are not compared (they do not address memory)."""
+    shape = tuple(int(s) for s in shape)
+    strides = contiguous_strides(shape)
+    want_dtype = "" if dtype is None else f", dtype {dtype}"
+    expected = f"shape {shape}{want_dtype}, strides {strides} (contiguous)"
+    if not isinstance(got, Tensor):
+        raise AssertionError(contract_mismatch(op, what, expected, describe(got)))
+    ok = tuple(got.shape) == shape and (dtype is None or got.dtype == dtype)
+    ok = ok and all(got.stride(d) == strides[d] for d in range(got.ndim) if shape[d] > 1)
+    if not ok:
+        numel = 1
+        for size in shape:
+            numel *= size
+        hint = _empty_hint(numel, got)
+        raise AssertionError(contract_mismatch(op, what, expected, describe(got), hint))
+
+
+def opcheck(op, args: tuple) -> None:
+    """A comparison of each real output with the fake's, then ``torch.library.opcheck``.
+
+    The fakes are built from the spec, so a launcher that disagrees with the declaration fails
+    here first, with a message naming the operator, the output, and the fake's (expected) against
+    the launcher's (received) shape, dtype, strides and device. opcheck's ``test_faketensor``
+    compares strides in torch 2.13; torch 2.11 checks only sizes and dtypes there, so this
+    comparison also gives every supported torch the same check. Sizes that are data-dependent in
+    the fake, and strides of dims of size 0 or 1, are not compared.
     """
-    torch.library.opcheck(op, args)
+    name = op._schema.name
+    outputs = [r.name or f"output {i}" for i, r in enumerate(op._schema.returns)]
     real = as_tuple(op(*(map_tensors(a, Tensor.clone) for a in args)))
     with FakeTensorMode(shape_env=ShapeEnv()) as mode:
         fake_args = tuple(
             map_tensors(a, lambda t: mode.from_tensor(t, static_shapes=True)) for a in args
         )
         fake = as_tuple(op(*fake_args))
-    assert len(real) == len(fake), f"{op}: {len(real)} real outputs, {len(fake)} fake"
+    if len(real) != len(fake):
+        raise AssertionError(
+            f"{name}: the launcher returned {len(real)} result(s), the fake {len(fake)} "
+            f"(the schema returns {', '.join(outputs)})"
+        )
     for i, (r, f) in enumerate(zip(real, fake, strict=True)):
+        what = outputs[i] if i < len(outputs) else f"output {i}"
+        if r is None or f is None:
+            if (r is None) != (f is None):
+                raise AssertionError(
+                    contract_mismatch(name, what, describe(f) + " (fake)", describe(r))
+                )
+            continue
         dims = range(r.ndim)
-        where = f"{op} output {i}: fake {tuple(f.shape)}/{f.stride()}, real {tuple(r.shape)}/{r.stride()}"
-        assert r.ndim == f.ndim and r.dtype == f.dtype, where
-        assert all(not isinstance(f.shape[d], int) or f.shape[d] == r.shape[d] for d in dims), where
+        ok = r.ndim == f.ndim and r.dtype == f.dtype and r.device.type == f.device.type
+        ok = ok and all(not isinstance(f.shape[d], int) or f.shape[d] == r.shape[d] for d in dims)
         significant = [d for d in dims if r.shape[d] > 1]
-        assert all(
+        ok = ok and all(
             not isinstance(f.stride(d), int) or f.stride(d) == r.stride(d) for d in significant
-        ), where
+        )
+        if not ok:
+            numel = f.numel() if isinstance(f.numel(), int) else None
+            raise AssertionError(
+                contract_mismatch(
+                    name,
+                    what,
+                    describe(f) + " (the fake, from the spec)",
+                    describe(r) + " (the launcher)",
+                    _empty_hint(numel, r),
+                )
+            )
+    torch.library.opcheck(op, args)
 
 
 def broken(value, how: str):
@@ -314,6 +389,9 @@ class Suite:
         tolerance: dict,
         grad_tolerance: dict,
         seed: int,
+        op: str = "",
+        reference_returns: tuple[str, ...] | None = None,
+        output_dtypes: dict | None = None,
     ) -> None:
         self.fn = fn
         self.reference = reference
@@ -326,6 +404,13 @@ class Suite:
         self.tolerance = tolerance
         self.grad_tolerance = grad_tolerance
         self.seed = seed
+        self.op = op or getattr(fn, "__name__", "op")
+        # What the reference returns, in its order (the spec's reference_returns).
+        self.reference_returns = (
+            tuple(reference_returns) if reference_returns is not None else tuple(public_outputs)
+        )
+        # Each public output's dtype: a torch.dtype, or the name of the input whose dtype it takes.
+        self.output_dtypes = dict(output_dtypes or {})
 
     def inputs(self, sample: str, dtype: str, layout: str, config: str) -> dict:
         return with_layout(self.make_inputs(sample, dtype, config), layout)
@@ -334,6 +419,52 @@ class Suite:
         """Call the public function (or the reference) the way a user would."""
         flags = {self.flag: self.configs[config][self.flag]} if self.flag else {}
         return as_tuple(fn(**inputs, **flags))
+
+    def reference_outputs(self, inputs: dict, config: str) -> tuple:
+        """The reference's public outputs, in the order of ``public_outputs``."""
+        return self._public_of_reference(self.call(self.reference, inputs, config))
+
+    def _reference_public(self, **kwargs) -> tuple:
+        """The reference called like the public function, returning its public outputs."""
+        return self._public_of_reference(as_tuple(self.reference(**kwargs)))
+
+    def _public_of_reference(self, results: tuple) -> tuple:
+        """The reference returns the outputs that ``reference_returns`` names, in that order; one
+        result more or fewer fails with both lists instead of being matched up by position."""
+        if len(results) != len(self.reference_returns):
+            got = "; ".join(describe(r) for r in results)
+            raise AssertionError(
+                f"{self.op}: the reference returned {len(results)} result(s), but "
+                f"reference_returns declares {len(self.reference_returns)}: "
+                f"{', '.join(self.reference_returns)}; received: {got} (declare what the "
+                "reference returns, in its order, with 'reference_returns')"
+            )
+        by_name = dict(zip(self.reference_returns, results, strict=True))
+        return tuple(by_name[name] for name in self.public_outputs)
+
+    def output_dtype(self, name: str, inputs: dict) -> torch.dtype | None:
+        """The declared dtype of public output ``name`` for these inputs (None: not declared)."""
+        d = self.output_dtypes.get(name)
+        if d is None or isinstance(d, torch.dtype):
+            return d
+        return inputs[d].dtype
+
+    def check_results(self, out: tuple, reference: tuple, inputs: dict) -> None:
+        """The public function's results against the declaration: one per public output, each
+        shaped like the reference's, of the declared dtype, contiguous."""
+        if len(out) != len(self.public_outputs):
+            raise AssertionError(
+                f"{self.op}: the public function returned {len(out)} result(s); the spec declares "
+                f"{len(self.public_outputs)} public output(s): {', '.join(self.public_outputs)}"
+            )
+        for name, got, want in zip(self.public_outputs, out, reference, strict=True):
+            if (got is None) != (want is None):
+                raise AssertionError(
+                    contract_mismatch(self.op, f"output {name}", describe(want), describe(got))
+                )
+            if got is not None:
+                what = f"output {name}"
+                check_layout(self.op, what, got, want.shape, self.output_dtype(name, inputs))
 
     def loss_and_grads(self, fn: Callable, inputs: dict, config: str, gen, weights=None):
         """Outputs, the projection weights, and gradients of a random projection of the outputs."""
@@ -352,16 +483,13 @@ class Suite:
         inputs = self.inputs(sample, dtype, layout, config)
         expected_inputs = float32_copies(inputs)
         out = self.call(self.fn, inputs, config)
-        expected = self.call(self.reference, expected_inputs, config)
-        assert len(out) == len(expected) == len(self.public_outputs)
+        expected = self.reference_outputs(expected_inputs, config)
+        self.check_results(out, expected, inputs)
         assert any(o is not None for o in out) or self.mutated, "no output to compare"
         atol, rtol = self.tolerance[dtype]
         for name, got, want in zip(self.public_outputs, out, expected, strict=True):
-            assert (got is None) == (want is None), f"{name}: {got is None=} but {want is None=}"
-            if got is None:
-                continue
-            assert got.is_contiguous(), f"{name} is not contiguous: strides {got.stride()}"
-            assert_close(got, want, atol, rtol, name)
+            if got is not None:
+                assert_close(got, want, atol, rtol, name)
         for name in self.mutated:
             assert_close(inputs[name], expected_inputs[name], atol, rtol, f"{name} after the call")
 
@@ -382,11 +510,14 @@ class Suite:
         gen = torch.Generator().manual_seed(self.seed + 2)
         _, weights, grads = self.loss_and_grads(self.fn, inputs, config, gen)
         reference = float32_copies(inputs)
-        _, _, expected = self.loss_and_grads(self.reference, reference, config, gen, weights)
+        _, _, expected = self.loss_and_grads(
+            self._reference_public, reference, config, gen, weights
+        )
         atol, rtol = self.grad_tolerance[dtype]
         assert grads.keys() == expected.keys()
         for name, got in grads.items():
-            assert got.dtype == inputs[name].dtype, f"grad of {name}: dtype {got.dtype}"
+            x = inputs[name]
+            check_layout(self.op, f"gradient of {name}", got, x.shape, x.dtype)
             assert_close(got, expected[name], atol, rtol, f"grad of {name}")
 
     def check_varlen(self, sample, config, dtype, offsets, packed_dim, per_sequence) -> None:
@@ -634,7 +765,7 @@ def _check_zero_size_gradients(suite: Suite, sample: str, dtype: str) -> None:
     _, weights, grads = suite.loss_and_grads(suite.fn, inputs, "default", gen)
     reference = float32_copies(inputs)
     leaves = {k: reference[k].detach().requires_grad_() for k in grads}
-    out = suite.call(suite.reference, {**reference, **leaves}, "default")
+    out = suite.reference_outputs({**reference, **leaves}, "default")
     present = [o for o in out if o is not None]
     loss = sum((o.float() * w).sum() for o, w in zip(present, weights, strict=True))
     if isinstance(loss, Tensor) and loss.requires_grad:
@@ -645,5 +776,6 @@ def _check_zero_size_gradients(suite: Suite, sample: str, dtype: str) -> None:
         found = [torch.zeros_like(v) for v in leaves.values()]
     atol, rtol = suite.grad_tolerance[dtype]
     for (name, got), want in zip(grads.items(), found, strict=True):
-        assert got.shape == inputs[name].shape, f"grad of {name}: shape {tuple(got.shape)}"
+        x = inputs[name]
+        check_layout(suite.op, f"gradient of {name}", got, x.shape, x.dtype)
         assert_close(got, want, atol, rtol, f"grad of {name}")

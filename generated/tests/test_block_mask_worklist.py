@@ -43,6 +43,12 @@ REJECTS = {
 }
 ARG_NAMES = ("mask",)
 PUBLIC_OUTPUTS = ("coords",)
+# What the reference returns, in its order (reference_returns in the spec).
+REFERENCE_RETURNS = ("coords",)
+# The declared dtype of each public output: fixed, or the name of the input whose dtype it takes.
+OUTPUT_DTYPES = {
+    "coords": torch.int32,
+}
 DIFFERENTIABLE = ()
 MUTATED = ()
 
@@ -67,12 +73,15 @@ def make_inputs(_sample: str, _dtype: str, _config: str = "default"):
 # "permuted-<input>" layout per input that can be given a dense permuted layout.
 CASES = _t.cases(SAMPLES, DTYPES, CONFIGS, make_inputs)
 SUITE = _t.Suite(
+    op="block_mask_worklist",
     fn=block_mask_worklist,
     reference=_reference,
     make_inputs=make_inputs,
     configs=CONFIGS,
     flag=FLAG,
     public_outputs=PUBLIC_OUTPUTS,
+    reference_returns=REFERENCE_RETURNS,
+    output_dtypes=OUTPUT_DTYPES,
     differentiable=DIFFERENTIABLE,
     mutated=MUTATED,
     tolerance=TOLERANCE,

@@ -61,6 +61,13 @@ REJECTS = {
 }
 ARG_NAMES = ("q", "k", "v", "g", "scale", "initial_state", "cu_seqlens")
 PUBLIC_OUTPUTS = ("output", "final_state")
+# What the reference returns, in its order (reference_returns in the spec).
+REFERENCE_RETURNS = ("output", "final_state")
+# The declared dtype of each public output: fixed, or the name of the input whose dtype it takes.
+OUTPUT_DTYPES = {
+    "output": "q",
+    "final_state": torch.float32,
+}
 DIFFERENTIABLE = ("q", "k", "v", "g", "initial_state")
 MUTATED = ()
 PACKED_DIM = {"q": 1, "k": 1, "v": 1, "g": 1, "output": 1}
@@ -125,12 +132,15 @@ def backward_args(inputs: dict, config: str, gen: torch.Generator) -> dict:
 # "permuted-<input>" layout per input that can be given a dense permuted layout.
 CASES = _t.cases(SAMPLES, DTYPES, CONFIGS, make_inputs)
 SUITE = _t.Suite(
+    op="chunk_gla",
     fn=chunk_gla,
     reference=_reference,
     make_inputs=make_inputs,
     configs=CONFIGS,
     flag=FLAG,
     public_outputs=PUBLIC_OUTPUTS,
+    reference_returns=REFERENCE_RETURNS,
+    output_dtypes=OUTPUT_DTYPES,
     differentiable=DIFFERENTIABLE,
     mutated=MUTATED,
     tolerance=TOLERANCE,

@@ -53,6 +53,12 @@ REJECTS = {
 }
 ARG_NAMES = ("x", "eps")
 PUBLIC_OUTPUTS = ("y",)
+# What the reference returns, in its order (reference_returns in the spec).
+REFERENCE_RETURNS = ("y",)
+# The declared dtype of each public output: fixed, or the name of the input whose dtype it takes.
+OUTPUT_DTYPES = {
+    "y": "x",
+}
 DIFFERENTIABLE = ("x",)
 MUTATED = ()
 
@@ -86,12 +92,15 @@ def backward_args(inputs: dict, config: str, gen: torch.Generator) -> dict:
 # "permuted-<input>" layout per input that can be given a dense permuted layout.
 CASES = _t.cases(SAMPLES, DTYPES, CONFIGS, make_inputs)
 SUITE = _t.Suite(
+    op="l2norm",
     fn=l2norm,
     reference=_reference,
     make_inputs=make_inputs,
     configs=CONFIGS,
     flag=FLAG,
     public_outputs=PUBLIC_OUTPUTS,
+    reference_returns=REFERENCE_RETURNS,
+    output_dtypes=OUTPUT_DTYPES,
     differentiable=DIFFERENTIABLE,
     mutated=MUTATED,
     tolerance=TOLERANCE,

@@ -54,6 +54,12 @@ REJECTS = {
 }
 ARG_NAMES = ("state", "q", "k", "v", "g", "scale")
 PUBLIC_OUTPUTS = ("output",)
+# What the reference returns, in its order (reference_returns in the spec).
+REFERENCE_RETURNS = ("output",)
+# The declared dtype of each public output: fixed, or the name of the input whose dtype it takes.
+OUTPUT_DTYPES = {
+    "output": "q",
+}
 DIFFERENTIABLE = ()
 MUTATED = ("state",)
 
@@ -87,12 +93,15 @@ def make_inputs(_sample: str, _dtype: str, _config: str = "default"):
 # "permuted-<input>" layout per input that can be given a dense permuted layout.
 CASES = _t.cases(SAMPLES, DTYPES, CONFIGS, make_inputs)
 SUITE = _t.Suite(
+    op="recurrent_gla_step",
     fn=recurrent_gla_step,
     reference=_reference,
     make_inputs=make_inputs,
     configs=CONFIGS,
     flag=FLAG,
     public_outputs=PUBLIC_OUTPUTS,
+    reference_returns=REFERENCE_RETURNS,
+    output_dtypes=OUTPUT_DTYPES,
     differentiable=DIFFERENTIABLE,
     mutated=MUTATED,
     tolerance=TOLERANCE,

@@ -16,6 +16,7 @@ from .tensors import allowed_dtypes
 
 def backward(r: ResolvedOp, report: Report) -> None:
     op = r.op
+    _absent_gradients(r, report)
     if op.backward is None:
         for out in op.outputs:
             if not out.public:
@@ -177,4 +178,30 @@ def _fake(r: ResolvedOp, report: Report, grads: set[str]) -> None:
             report.error(
                 loc,
                 f"backward schema: the fake of 'grad_{name}' takes the dtype of '{decl.same_dtype_as}'; add it to the backward arguments",
+            )
+
+
+def _absent_gradients(r: ResolvedOp, report: Report) -> None:
+    """``absent_gradient`` is written only on an optional input that has a gradient."""
+    op = r.op
+    for decl in op.inputs:
+        if decl.absent_gradient_loc is None:
+            continue
+        arg = op.forward.schema.argument(decl.name)
+        if arg is None or not arg.is_tensor:
+            continue  # reported by the input checks
+        where = f"'absent_gradient' of input '{decl.name}'"
+        if not arg.optional:
+            report.error(
+                decl.absent_gradient_loc,
+                f"{where} applies only to optional inputs (Tensor?); '{decl.name}' is always given",
+            )
+        elif op.backward is None:
+            report.error(
+                decl.absent_gradient_loc, f"{where} needs a backward; the operator has none"
+            )
+        elif r.gradient_of(decl.name) is None:
+            report.error(
+                decl.absent_gradient_loc,
+                f"{where} needs a gradient; the backward schema returns no 'grad_{decl.name}'",
             )

@@ -165,3 +165,23 @@ def outputs(r: ResolvedOp, report: Report) -> None:
         report.error(
             op.outputs[0].loc, "no output is public; the public function would return nothing"
         )
+    if op.reference_returns is not None:
+        _reference_returns(r, report)
+
+
+def _reference_returns(r: ResolvedOp, report: Report) -> None:
+    """``reference_returns`` names declared outputs and lists every public one."""
+    op, loc = r.op, r.op.reference_returns_loc
+    declared = [d.name for d in op.outputs]
+    for name in op.reference_returns:
+        if name not in declared:
+            report.error(
+                loc,
+                f"reference_returns: '{name}' is not an output{did_you_mean(name, declared)}; outputs: {one_of(declared)}",
+            )
+    missing = [o for o in r.public_outputs if o not in op.reference_returns]
+    if missing:
+        report.error(
+            loc,
+            f"reference_returns must list every public output (the tests compare each); missing: {one_of(missing)}",
+        )
