@@ -157,6 +157,8 @@ def transform(schema, index: int) -> Case | None:
     from codegen.spec.schema import type_text
 
     full = str(schema)
+    if "..." in full:
+        return None  # a variadic schema is never a custom operator's
     open_ = full.index("(")
     close = _close(full, open_)
     arg_pieces = _split_top(full[open_ + 1 : close])

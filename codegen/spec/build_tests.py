@@ -78,8 +78,8 @@ def _sample(reader: Reader, item: Node) -> Sample | None:
                 return None
             batch = tuple(x.value for x in v.value)
         elif v.is_seq:
-            if not all(isinstance(x.value, (int, float)) for x in v.value):
-                reader.error(v.loc, f"values of '{key}' must be numbers")
+            if not all(isinstance(x.value, (int, float, str)) for x in v.value):
+                reader.error(v.loc, f"values of '{key}' must be numbers, booleans or strings")
                 return None
             entries.append((key, tuple(x.value for x in v.value)))
         elif v.is_map or v.value is None:
