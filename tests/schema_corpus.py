@@ -324,11 +324,12 @@ SHAPES = %s
 def _make(name):
     def launch(*args, **kwargs):
         CALLS.setdefault(name, []).append((args, kwargs))
-        like = next((a for a in args if isinstance(a, torch.Tensor)), None)
+        values = list(args) + list(kwargs.values())  # keyword-only arguments come by keyword
+        like = next((a for a in values if isinstance(a, torch.Tensor)), None)
         shape, n = SHAPES[name]
         outs = []
         for _ in range(n):
-            size = tuple(args[shape].shape) if shape is not None else (3,)
+            size = tuple(values[shape].shape) if shape is not None else (3,)
             outs.append(torch.zeros(size, device=like.device if like is not None else "cpu"))
         if n == 0:
             return None

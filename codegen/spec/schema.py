@@ -143,6 +143,8 @@ def _python_default(base: str, value):
         return {0: torch.strided}[value]
     if base == "MemoryFormat":
         return {0: torch.contiguous_format}[value]
+    if base == "float" and isinstance(value, int) and not isinstance(value, bool):
+        return float(value)  # what the dispatcher passes for 'float x=1'
     return value
 
 
