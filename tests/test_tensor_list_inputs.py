@@ -123,3 +123,61 @@ def test_a_list_input_must_be_declared_as_a_list(tmp_path: Path, capsys):
         sys.path.remove(str(tmp_path))
     err = capsys.readouterr().err
     assert "input 'xs' is a Tensor[] argument; add 'list: true'" in err
+
+
+MUTATING = """
+def add_all(xs, y):
+    for x in xs:
+        x.add_(y)
+    return y * 2
+
+
+def add_all_ref(xs, y):
+    for x in xs:
+        x.add_(y)
+    return y * 2
+"""
+
+MUTATING_SPEC = """\
+version: 1
+namespace: mutlist
+package: mutlist
+ops:
+  add_all:
+    doc: Add y to every tensor of xs, in place.
+    forward:
+      schema: "(Tensor(a!)[] xs, Tensor y) -> Tensor z"
+      launchers: {cpu: mutl:add_all}
+    inputs:
+      xs: {shape: [D], dtypes: [float32], list: true, mutated: true, differentiable: false}
+      y: {shape: [D], dtypes: [float32], differentiable: false}
+    outputs:
+      z: {shape: [D], dtype: float32}
+    reference: mutl:add_all_ref
+    tests:
+      samples: [{D: 4}]
+      tolerance: {float32: [0, 0]}
+"""
+
+
+def test_a_mutated_tensor_list_keeps_its_alias_and_passes_its_generated_tests(tmp_path: Path):
+    (tmp_path / "mutl.py").write_text(MUTATING)
+    spec = tmp_path / "ops.yaml"
+    spec.write_text(MUTATING_SPEC)
+    sys.path.insert(0, str(tmp_path))
+    try:
+        assert main(["regenerate", "--spec", str(spec), "--out", str(tmp_path / "out"), "-q"]) == 0
+    finally:
+        sys.path.remove(str(tmp_path))
+    source = (tmp_path / "out" / "mutlist" / "add_all.py").read_text()
+    assert '"(Tensor(a!)[] xs, Tensor y) -> Tensor z"' in source
+    tests = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests"],
+        cwd=tmp_path / "out",
+        env={"PYTHONPATH": f"{tmp_path / 'out'}:{tmp_path}", "PATH": "/usr/bin:/bin"},
+        capture_output=True,
+        text=True,
+    )
+    assert tests.returncode == 0, tests.stdout[-3000:] + tests.stderr[-3000:]
+    assert "test_rejects_unsafe_mutation" not in tests.stdout  # passed, not reported
+    assert " passed" in tests.stdout and "failed" not in tests.stdout

@@ -157,7 +157,18 @@ def _byte_range(t: torch.Tensor) -> tuple[int, int] | None:
     return start, start + (extent + 1) * t.element_size()
 
 
-def check_mutated(op: str, name: str, value: torch.Tensor, others: dict) -> None:
+def _flatten(tensors: dict):
+    """``name: tensor`` pairs, list arguments as ``name[i]: element`` (None elements left out)."""
+    for name, value in tensors.items():
+        if isinstance(value, (list, tuple)):
+            for i, element in enumerate(value):
+                if isinstance(element, torch.Tensor):
+                    yield f"{name}[{i}]", element
+        elif isinstance(value, torch.Tensor):
+            yield name, value
+
+
+def check_mutated(op: str, name: str, value, others: dict) -> None:
     """Refuse to write ``value`` in place where torch's own in-place operators would refuse.
 
     Note [mutated inputs]: a leaf that requires grad (with grad mode on), a tensor whose
@@ -165,6 +176,13 @@ def check_mutated(op: str, name: str, value: torch.Tensor, others: dict) -> None
     sharing memory with another argument of the call (the kernel would read what it already
     wrote). Byte ranges are compared conservatively, as torch compares them.
     """
+    others = dict(_flatten(others))
+    if isinstance(value, (list, tuple)):  # a Tensor(a!)[]: each element, against the rest too
+        items = dict(_flatten({name: value}))
+        for element, tensor in items.items():
+            rest = {**others, **{k: v for k, v in items.items() if k != element}}
+            check_mutated(op, element, tensor, rest)
+        return
     if value.requires_grad and value.is_leaf and torch.is_grad_enabled():
         raise RuntimeError(
             f"{op}: {name} is a leaf tensor that requires grad and would be updated in place; "

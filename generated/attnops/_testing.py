@@ -87,6 +87,13 @@ def as_tuple(result) -> tuple[Tensor, ...]:
 
 
 def assert_close(actual: Tensor, expected: Tensor, atol: float, rtol: float, what: str) -> None:
+    if isinstance(actual, list):  # a list argument, compared element by element
+        assert isinstance(expected, list) and len(actual) == len(expected), what
+        for i, (a, e) in enumerate(zip(actual, expected, strict=True)):
+            assert (a is None) == (e is None), f"{what}[{i}]"
+            if a is not None:
+                assert_close(a, e, atol, rtol, f"{what}[{i}]")
+        return
     shapes = f"{tuple(actual.shape)} != {tuple(expected.shape)}"
     assert actual.shape == expected.shape, f"{what}: shape {shapes}"
     torch.testing.assert_close(
@@ -695,6 +702,12 @@ def check_offsets_refused(lines: list[str], op: str, name: str) -> None:
 
 def aliased_mutations(inputs: dict, name: str, others: Iterable[str]) -> list[tuple[str, dict]]:
     """Ways to pass the mutated input ``name`` that torch's in-place operators refuse."""
+    if isinstance(inputs[name], list):  # a Tensor(a!)[]: break its first element
+        first = {**inputs, name: inputs[name][0]}
+        return [
+            (how, {**bad, name: [bad[name], *inputs[name][1:]]})
+            for how, bad in aliased_mutations(first, name, others)
+        ]
     value = inputs[name]
     cases = []
     if value.ndim >= 1 and value.shape[0] > 1:
