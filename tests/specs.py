@@ -117,3 +117,35 @@ ops:
       tolerance:
         float32: [1.0e-5, 1.0e-5]
 """
+
+
+def generate_project(root, module: str, launchers: str, spec: str, *extra: str) -> int:
+    """Write ``<module>.py`` and ``ops.yaml`` under ``root`` and run the generator into
+    ``root/out`` with ``root`` importable (launcher lookup reads sys.path); its exit status."""
+    import sys
+
+    from codegen.cli import main
+
+    (root / f"{module}.py").write_text(launchers)
+    (root / "ops.yaml").write_text(spec)
+    sys.path.insert(0, str(root))
+    try:
+        return main(
+            ["regenerate", "--spec", str(root / "ops.yaml"), "--out", str(root / "out"), *extra]
+        )
+    finally:
+        sys.path.remove(str(root))
+
+
+def run_generated(root, *args: str, cwd=None):
+    """``python *args`` in a clean interpreter that sees only the generated package and launchers."""
+    import subprocess
+    import sys
+
+    return subprocess.run(
+        [sys.executable, *args],
+        cwd=cwd,
+        env={"PYTHONPATH": f"{root / 'out'}:{root}", "PATH": "/usr/bin:/bin"},
+        capture_output=True,
+        text=True,
+    )

@@ -7,11 +7,9 @@ into torch's global namespace once per process).
 
 from __future__ import annotations
 
-import subprocess
-import sys
 import textwrap
 
-from codegen.cli import main
+from specs import generate_project, run_generated
 
 LAUNCHERS = """
 CALLS = []
@@ -71,21 +69,9 @@ print("ok")
 
 
 def test_keyword_only_arguments_and_enum_defaults_reach_the_launcher(tmp_path):
-    (tmp_path / "kwl.py").write_text(LAUNCHERS)
-    spec = tmp_path / "ops.yaml"
-    spec.write_text(SPEC)
-    sys.path.insert(0, str(tmp_path))
-    try:
-        assert main(["regenerate", "--spec", str(spec), "--out", str(tmp_path / "out"), "-q"]) == 0
-    finally:
-        sys.path.remove(str(tmp_path))
+    assert generate_project(tmp_path, "kwl", LAUNCHERS, SPEC, "-q") == 0
     schema = SPEC.split("schema: '")[1].split("'\n")[0]
     script = f"SCHEMA = {schema!r}\n" + textwrap.dedent(SCRIPT)
-    result = subprocess.run(
-        [sys.executable, "-c", script],
-        env={"PYTHONPATH": f"{tmp_path / 'out'}:{tmp_path}", "PATH": "/usr/bin:/bin"},
-        capture_output=True,
-        text=True,
-    )
+    result = run_generated(tmp_path, "-c", script)
     assert result.returncode == 0, result.stdout + result.stderr
     assert result.stdout.strip() == "ok"

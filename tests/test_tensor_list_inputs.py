@@ -3,11 +3,9 @@ gradient of the other inputs, torch.compile."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
-from codegen.cli import main
+from specs import generate_project, run_generated
 
 LAUNCHERS = """
 import torch
@@ -82,45 +80,23 @@ print("ok")
 
 
 def test_tensor_list_inputs_end_to_end(tmp_path: Path):
-    (tmp_path / "listl.py").write_text(LAUNCHERS)
-    spec = tmp_path / "ops.yaml"
-    spec.write_text(SPEC)
-    sys.path.insert(0, str(tmp_path))
-    try:
-        assert main(["regenerate", "--spec", str(spec), "--out", str(tmp_path / "out"), "-q"]) == 0
-    finally:
-        sys.path.remove(str(tmp_path))
+    assert generate_project(tmp_path, "listl", LAUNCHERS, SPEC, "-q") == 0
     source = (tmp_path / "out" / "listdemo" / "mix.py").read_text()
     assert "for _i, _e in enumerate(xs):" in source
-    result = subprocess.run(
-        [sys.executable, "-c", SCRIPT],
-        env={"PYTHONPATH": f"{tmp_path / 'out'}:{tmp_path}", "PATH": "/usr/bin:/bin"},
-        capture_output=True,
-        text=True,
-    )
+    result = run_generated(tmp_path, "-c", SCRIPT)
     assert result.returncode == 0, result.stdout + result.stderr
     assert result.stdout.strip().endswith("ok")
     # The generated test module of the operator passes too (lists built, checked, opchecked).
-    tests = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests"],
-        cwd=tmp_path / "out",
-        env={"PYTHONPATH": f"{tmp_path / 'out'}:{tmp_path}", "PATH": "/usr/bin:/bin"},
-        capture_output=True,
-        text=True,
+    tests = run_generated(
+        tmp_path, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests", cwd=tmp_path / "out"
     )
     assert tests.returncode == 0, tests.stdout[-3000:] + tests.stderr[-3000:]
     assert " passed" in tests.stdout and "failed" not in tests.stdout
 
 
 def test_a_list_input_must_be_declared_as_a_list(tmp_path: Path, capsys):
-    (tmp_path / "listl.py").write_text(LAUNCHERS)
-    spec = tmp_path / "ops.yaml"
-    spec.write_text(SPEC.replace(", differentiable: false, list: true}", "}", 1))
-    sys.path.insert(0, str(tmp_path))
-    try:
-        assert main(["regenerate", "--spec", str(spec), "--out", str(tmp_path / "out")]) == 2
-    finally:
-        sys.path.remove(str(tmp_path))
+    spec = SPEC.replace(", differentiable: false, list: true}", "}", 1)
+    assert generate_project(tmp_path, "listl", LAUNCHERS, spec) == 2
     err = capsys.readouterr().err
     assert "input 'xs' is a Tensor[] argument; add 'list: true'" in err
 
@@ -161,22 +137,11 @@ ops:
 
 
 def test_a_mutated_tensor_list_keeps_its_alias_and_passes_its_generated_tests(tmp_path: Path):
-    (tmp_path / "mutl.py").write_text(MUTATING)
-    spec = tmp_path / "ops.yaml"
-    spec.write_text(MUTATING_SPEC)
-    sys.path.insert(0, str(tmp_path))
-    try:
-        assert main(["regenerate", "--spec", str(spec), "--out", str(tmp_path / "out"), "-q"]) == 0
-    finally:
-        sys.path.remove(str(tmp_path))
+    assert generate_project(tmp_path, "mutl", MUTATING, MUTATING_SPEC, "-q") == 0
     source = (tmp_path / "out" / "mutlist" / "add_all.py").read_text()
     assert '"(Tensor(a!)[] xs, Tensor y) -> Tensor z"' in source
-    tests = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests"],
-        cwd=tmp_path / "out",
-        env={"PYTHONPATH": f"{tmp_path / 'out'}:{tmp_path}", "PATH": "/usr/bin:/bin"},
-        capture_output=True,
-        text=True,
+    tests = run_generated(
+        tmp_path, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests", cwd=tmp_path / "out"
     )
     assert tests.returncode == 0, tests.stdout[-3000:] + tests.stderr[-3000:]
     assert "test_rejects_unsafe_mutation" not in tests.stdout  # passed, not reported

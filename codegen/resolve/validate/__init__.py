@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from ...spec.errors import Errors
 from ..resolved import ResolvedOp
+from ..sources import find_function
 from . import backward, dims, options, schema, tensors, tests
-from .launchers import _find
 from .report import Report
 
 
@@ -39,8 +39,8 @@ def _launchers(r: ResolvedOp, report: Report) -> None:
     op = r.op
     for stage in (op.forward, op.backward):
         for launcher in stage.launchers if stage else ():
-            if (problem := _find(launcher.module, launcher.function)) is not None:
+            if (problem := find_function(launcher.module, launcher.function)) is not None:
                 report.error(launcher.loc, f"{launcher.device} launcher: {problem}")
     module, function = op.reference.split(":")
-    if (problem := _find(module, function)) is not None:
+    if (problem := find_function(module, function)) is not None:
         report.error(op.reference_loc, f"reference: {problem}")
