@@ -31,6 +31,7 @@ def header(spec_name: str) -> str:
 # Output path (relative to the output dir) -> module of codegen.runtime copied there.
 STATIC = {
     "{package}/_runtime.py": "runtime",
+    "{package}/_layout.py": "layout",
     "{package}/_testing.py": "testing",
     "tests/conftest.py": "conftest",
 }
