@@ -33,6 +33,7 @@ STATIC = {
     "{package}/_runtime.py": "runtime",
     "{package}/_layout.py": "layout",
     "{package}/_testing.py": "testing",
+    "{package}/_testing_backends.py": "testing_backends",
     "tests/conftest.py": "conftest",
 }
 

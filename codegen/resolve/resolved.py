@@ -10,7 +10,7 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass
 
-from ..spec.model import Integration, Op, OutputDecl, Spec, TensorDecl
+from ..spec.model import Integration, Launcher, Op, OutputDecl, Spec, TensorDecl
 from ..spec.schema import Schema
 from .dims import DimPlan, plan
 from .symbols import OpNames, StageNames, op_names, stage_names
@@ -46,9 +46,12 @@ class Impl:
     """One shim registered for some devices, calling one launcher."""
 
     name: str
-    ref: str  # module:function
+    ref: str  # module:function (the last backend's, when it chooses among backends)
     devices: tuple[str, ...]  # dispatch keys: CUDA, CPU
     launcher: str  # module-level name of the launcher (eager integration)
+    # The CUDA backend list in declared order (docs/spec.md, "Several backends"); () for one
+    # launcher. The shim runs the first backend that is available and whose contract holds.
+    backends: tuple[Launcher, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,10 +131,22 @@ class ResolvedOp:
 
 def _impls(op: Op, stage, names: StageNames) -> tuple[Impl, ...]:
     by_ref: dict[str, list[str]] = {}
+    listed = tuple(lch for lch in stage.launchers if lch.backend is not None)
     for launcher in stage.launchers:
-        by_ref.setdefault(launcher.ref, []).append(launcher.device)
-    shared = len(by_ref) == 1
+        if launcher.backend is None:
+            by_ref.setdefault(launcher.ref, []).append(launcher.device)
     out = []
+    if listed:
+        out.append(
+            Impl(
+                name=names.impl("cuda"),
+                ref=listed[-1].ref,
+                devices=("CUDA",),
+                launcher=names.launcher("cuda"),
+                backends=listed,
+            )
+        )
+    shared = len(by_ref) == 1 and not listed
     for ref, devices in by_ref.items():
         device = None if shared else devices[0]
         out.append(

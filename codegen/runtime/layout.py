@@ -153,15 +153,35 @@ def note_backend(op: str, backend: str) -> None:
         _TRACE.append((op, "backend", backend))
 
 
+def signature_of(*tensors: torch.Tensor | None, dim: int = -1) -> str:
+    """The signature a launcher with several reports (docs/spec.md, "Several backends").
+
+    "compact" when every given tensor (None skipped) is row-major contiguous and meets the
+    16-byte contract along ``dim`` (128-bit vector loads), else "general"; then "/int64" when
+    :func:`requires_int64_abi` says so, else "/int32".
+    """
+    given = [t for t in tensors if t is not None]
+    compact = all(t.is_contiguous() and tensor_supports_tma(t, dim) for t in given)
+    abi = "int64" if requires_int64_abi(*given) else "int32"
+    return f"{'compact' if compact else 'general'}/{abi}"
+
+
 def note_signature(op: str, signature: str) -> None:
     """Called by a launcher with several compiled signatures once it has chosen one."""
     if _TRACE is not None:
         _TRACE.append((op, "signature", signature))
 
 
+def note_compile(op: str, key: str) -> None:
+    """Called by a launcher each time it compiles a kernel (a cache miss), with its cache key."""
+    if _TRACE is not None:
+        _TRACE.append((op, "compile", key))
+
+
 @contextlib.contextmanager
 def dispatch_trace() -> Iterator[list[tuple[str, str, str]]]:
-    """Collect ``(op, "backend" | "signature", name)`` for every selection made in the block."""
+    """Collect ``(op, "backend" | "signature" | "compile", name)`` for each selection and
+    compilation made in the block."""
     global _TRACE
     previous, _TRACE = _TRACE, []
     try:

@@ -12,17 +12,20 @@ import re
 from .errors import did_you_mean, one_of
 from .load import Mapping, Node
 from .model import (
+    BACKENDS,
     DEVICES,
     LAUNCHER_REF,
+    SIGNATURES,
     ArityPair,
     Constraint,
     DerivedDim,
     Launcher,
+    LayoutRule,
     Stage,
     Variant,
 )
-from .reader import Reader, inside
-from .schema import SchemaError, parse_schema
+from .reader import Reader, inside, is_size, kind
+from .schema import Schema, SchemaError, parse_schema
 from .shapes import ShapeError, parse_condition, parse_dim_expr
 
 STAGE_KEYS = ("schema", "launchers")
@@ -53,20 +56,191 @@ def stage(reader: Reader, node: Node, qualname: str, what: str) -> Stage | None:
                 f"{what} launchers must map devices ({one_of(DEVICES)}) to 'module:function'",
             )
         else:
+            complete = True
             for device, ref_node in ln.value.items():
                 if device not in DEVICES:
                     reader.error(
                         ln.value.key_loc(device),
                         f"unknown device '{device}'{did_you_mean(device, DEVICES)}; expected one of: {one_of(DEVICES)}",
                     )
+                    complete = False
+                    continue
+                if ref_node.is_seq:
+                    found = backend_list(reader, ref_node, device, what, schema)
+                    launchers += found
+                    complete &= bool(found)
                     continue
                 ref = launcher_ref(reader, ref_node, f"{device} launcher")
                 if ref:
                     module, function = ref.split(":")
                     launchers.append(Launcher(device, module, function, ref_node.loc))
-    if schema is None or ln is None or len(launchers) != len(ln.value.entries if ln.is_map else ()):
+                else:
+                    complete = False
+            if not complete:
+                return None
+    if schema is None or ln is None or not launchers:
         return None
     return Stage(schema, schema_node.loc, tuple(launchers), node.loc)
+
+
+BACKEND_KEYS = ("backend", "launcher", "layout", "int64", "signatures")
+LAYOUT_KEYS = ("contiguous_dim", "alignment")
+
+
+def backend_list(
+    reader: Reader, node: Node, device: str, what: str, schema: Schema | None
+) -> list[Launcher]:
+    """A CUDA launcher given as backends in order of preference (docs/spec.md, "Several
+    backends"); an empty list when any entry is unusable, every problem reported."""
+    if device != "cuda":
+        reader.error(
+            node.loc, f"{what} {device} launcher: only the cuda launcher may list backends"
+        )
+        return []
+    entries = node.value
+    if len(entries) < 2:
+        reader.error(
+            node.loc,
+            f"{what} cuda backends: list at least two (the first whose layout contract holds "
+            "runs); for one backend write its 'module:function' alone",
+        )
+        return []
+    found: list[Launcher] = []
+    names: set[str] = set()
+    ok = True
+    for i, entry in enumerate(entries):
+        last = i == len(entries) - 1
+        launcher = _backend(reader, entry, what, schema, last)
+        if launcher is None:
+            ok = False
+            continue
+        if launcher.backend in names:
+            reader.error(
+                entry.value.key_loc("backend"),
+                f"{what} cuda backends: '{launcher.backend}' is listed twice",
+            )
+            ok = False
+        names.add(launcher.backend)
+        found.append(launcher)
+    return found if ok else []
+
+
+def _backend(
+    reader: Reader, node: Node, what: str, schema: Schema | None, last: bool
+) -> Launcher | None:
+    m = reader.mapping(node, f"{what} cuda backend", BACKEND_KEYS, required=("backend", "launcher"))
+    if m is None or m.get("backend") is None or m.get("launcher") is None:
+        return None
+    ok = True
+    name_node = m.get("backend")
+    name = reader.string(name_node, "backend")
+    if name is not None and name not in BACKENDS:
+        reader.error(
+            name_node.loc,
+            f"unknown backend '{name}'{did_you_mean(name, BACKENDS)}; expected one of: {one_of(BACKENDS)}",
+        )
+        ok = False
+    ref = launcher_ref(reader, m.get("launcher"), f"{name or 'backend'} launcher")
+    what = f"{what} backend '{name}'"
+    layout = _layout(reader, m.get("layout"), what, schema)
+    int64 = True
+    if (n := m.get("int64")) is not None:
+        if not isinstance(n.value, bool):
+            reader.error(n.loc, f"{what}: int64 must be true or false, got {kind(n)}")
+            ok = False
+        else:
+            int64 = n.value
+    signatures = _signatures(reader, m.get("signatures"), what)
+    if last and (layout or not int64):
+        key = "layout" if layout else "int64"
+        reader.error(
+            m.key_loc(key),
+            f"{what} is the last backend, which runs whenever no earlier one qualifies: it "
+            f"cannot declare a {'layout contract' if layout else 'missing int64 ABI'}",
+        )
+        ok = False
+    if not ok or name is None or ref is None or layout is None or signatures is None:
+        return None
+    module, function = ref.split(":")
+    return Launcher(
+        "cuda", module, function, m.get("launcher").loc, name, layout, int64, signatures
+    )
+
+
+def _layout(
+    reader: Reader, node: Node | None, what: str, schema: Schema | None
+) -> tuple[LayoutRule, ...] | None:
+    if node is None:
+        return ()
+    if not node.is_map or not node.value.entries:
+        reader.error(node.loc, f"{what}: layout must map tensor arguments to their contract")
+        return None
+    tensors = [a.name for a in schema.arguments if a.is_tensor] if schema else None
+    rules, ok = [], True
+    for tensor, rule_node in node.value.items():
+        loc = node.value.key_loc(tensor)
+        if tensors is not None and tensor not in tensors:
+            lists = schema is not None and any(
+                a.name == tensor and a.is_tensor_list for a in schema.arguments
+            )
+            reader.error(
+                loc,
+                f"{what}: layout names '{tensor}', "
+                + (
+                    "a Tensor[] argument; layout contracts cover Tensor arguments only"
+                    if lists
+                    else f"which is not a Tensor argument of the schema{did_you_mean(tensor, tensors)}"
+                    f"; expected one of: {one_of(tensors) if tensors else '(none)'}"
+                ),
+            )
+            ok = False
+            continue
+        rm = reader.mapping(rule_node, f"layout of '{tensor}'", LAYOUT_KEYS)
+        if rm is None:
+            ok = False
+            continue
+        dim, align = -1, None
+        if (n := rm.get("contiguous_dim")) is not None:
+            if not isinstance(n.value, int) or isinstance(n.value, bool):
+                reader.error(
+                    n.loc, f"layout of '{tensor}': contiguous_dim must be an int, got {kind(n)}"
+                )
+                ok = False
+            else:
+                dim = n.value
+        if (n := rm.get("alignment")) is not None:
+            v = n.value
+            if not is_size(v) or v < 1 or v > 256 or v & (v - 1):
+                reader.error(
+                    n.loc,
+                    f"layout of '{tensor}': alignment must be a power of two from 1 to 256 "
+                    f"(bytes), got {kind(n)}",
+                )
+                ok = False
+            else:
+                align = v
+        rules.append(LayoutRule(tensor, dim, align, loc))
+    return tuple(rules) if ok else None
+
+
+def _signatures(reader: Reader, node: Node | None, what: str) -> tuple[str, ...] | None:
+    if node is None:
+        return ()
+    if not node.is_seq or not node.value:
+        reader.error(node.loc, f"{what}: signatures must list {one_of(SIGNATURES)}")
+        return None
+    found, ok = [], True
+    for item in node.value:
+        if item.value not in SIGNATURES or item.value in found:
+            reader.error(
+                item.loc,
+                f"{what}: signature {kind(item)} is unknown or repeated; expected one of: "
+                f"{one_of(SIGNATURES)}",
+            )
+            ok = False
+        else:
+            found.append(item.value)
+    return tuple(found) if ok else None
 
 
 def launcher_ref(reader: Reader, node: Node, what: str) -> str | None:

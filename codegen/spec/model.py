@@ -75,12 +75,35 @@ class DType(enum.Enum):
         )
 
 
+# Backends a CUDA backend list may name, and the signatures a launcher may report (by prefix).
+BACKENDS = ("cutedsl", "triton")
+SIGNATURES = ("compact", "general")
+
+
+@dataclass(frozen=True, slots=True)
+class LayoutRule:
+    """A tensor argument's layout contract: mode ``contiguous_dim`` has stride 1 and every slice
+    origin along the other modes is ``alignment`` bytes aligned (None: the element size)."""
+
+    tensor: str
+    contiguous_dim: int
+    alignment: int | None
+    loc: Location
+
+
 @dataclass(frozen=True, slots=True)
 class Launcher:
     device: str
     module: str
     function: str
     loc: Location
+    # A CUDA backend list (docs/spec.md, "Several backends"): the backend's name, the layout
+    # each listed tensor argument must have, whether it takes tensors that need 64-bit indexing
+    # and the signatures its launcher reports. A plain launcher has backend None.
+    backend: str | None = None
+    layout: tuple[LayoutRule, ...] = ()
+    int64: bool = True
+    signatures: tuple[str, ...] = ()
 
     @property
     def ref(self) -> str:

@@ -50,6 +50,28 @@ class Alloc:
 
 
 @dataclass(frozen=True, slots=True)
+class LayoutCheck:
+    """``tensor`` meets a backend's layout contract (``_layout.tensor_supports_contiguous_dim``)."""
+
+    tensor: str
+    dim: int
+    alignment: int | None  # bytes; None: the element size
+    optional: bool  # a Tensor? argument: None passes
+
+
+@dataclass(frozen=True, slots=True)
+class BackendView:
+    """One entry of a CUDA backend list: the conditions under which its launcher runs."""
+
+    backend: str
+    ref: str
+    layout: tuple[LayoutCheck, ...]
+    # Tensor arguments whose size needs the int64 ABI, which this backend lacks; () if it has it.
+    int64_args: tuple[str, ...]
+    last: bool
+
+
+@dataclass(frozen=True, slots=True)
 class ImplView:
     name: str
     ref: str
@@ -59,6 +81,7 @@ class ImplView:
     flag_arg: str  # the flag as the launcher's last argument (by keyword after keywords)
     targets: tuple[str, ...]  # what the launcher's results are bound to (arity pair only)
     returns: tuple[str, ...]
+    backends: tuple[BackendView, ...]  # () for one launcher
 
 
 @dataclass(frozen=True, slots=True)
@@ -273,6 +296,7 @@ class OpView:
     public: PublicView
     exports: tuple[str, ...]
     runtime_imports: tuple[str, ...]  # helpers of _runtime the module uses, sorted
+    layout_imports: tuple[str, ...]  # helpers of _layout (backend selection), sorted
 
 
 def import_order(name: str) -> tuple[int, str]:
@@ -472,6 +496,7 @@ class _Stages(_Base):
                 ),
                 targets=tuple(n if n in s.returns else "_" for n in s.launcher_returns),
                 returns=s.returns,
+                backends=_backend_views(s.schema, i.backends),
             )
             for i in s.impls
         )
@@ -814,7 +839,44 @@ class _Public(_Base):
             public=public,
             exports=tuple(sorted((r.names.public, r.names.result), key=import_order)),
             runtime_imports=_runtime_imports(op, public),
+            layout_imports=_layout_imports(r),
         )
+
+
+def _backend_views(schema: Schema, backends) -> tuple[BackendView, ...]:
+    args = {a.name: a for a in schema.arguments}
+    tensors = tuple(
+        f"*{a.name}" if a.is_tensor_list else a.name
+        for a in schema.arguments
+        if a.is_tensor or a.is_tensor_list
+    )
+    return tuple(
+        BackendView(
+            backend=b.backend,
+            ref=b.ref,
+            layout=tuple(
+                LayoutCheck(r.tensor, r.contiguous_dim, r.alignment, args[r.tensor].optional)
+                for r in b.layout
+            ),
+            int64_args=() if b.int64 else tensors,
+            last=i == len(backends) - 1,
+        )
+        for i, b in enumerate(backends)
+    )
+
+
+def _layout_imports(r) -> tuple[str, ...]:
+    """Helpers of _layout the module's backend selection uses, sorted."""
+    used = set()
+    for stage in r.stages:
+        for impl in stage.impls:
+            for b in impl.backends:
+                used |= {"backend_available", "note_backend"}
+                if b.layout:
+                    used.add("tensor_supports_contiguous_dim")
+                if not b.int64:
+                    used.add("requires_int64_abi")
+    return tuple(sorted(used))
 
 
 def _runtime_imports(op, public: PublicView) -> tuple[str, ...]:

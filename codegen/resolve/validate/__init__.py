@@ -25,6 +25,7 @@ def validate(ops: tuple[ResolvedOp, ...], errors: Errors, check_imports: bool = 
         options.variants(r, report)
         options.constraints(r, report)
         options.integration(r, report)
+        options.layouts(r, report)
         tensors.inputs(r, report)
         tensors.outputs(r, report)
         dims.dims(r, report)
@@ -40,7 +41,12 @@ def _launchers(r: ResolvedOp, report: Report) -> None:
     for stage in (op.forward, op.backward):
         for launcher in stage.launchers if stage else ():
             if (problem := find_function(launcher.module, launcher.function)) is not None:
-                report.error(launcher.loc, f"{launcher.device} launcher: {problem}")
+                what = (
+                    f"{launcher.device} backend '{launcher.backend}'"
+                    if launcher.backend
+                    else launcher.device
+                )
+                report.error(launcher.loc, f"{what} launcher: {problem}")
     module, function = op.reference.split(":")
     if (problem := find_function(module, function)) is not None:
         report.error(op.reference_loc, f"reference: {problem}")

@@ -104,6 +104,15 @@ def integration(r: ResolvedOp, report: Report) -> None:
     if op.integration.value == "opaque":
         return
     for stage in (op.forward, op.backward):
+        listed = [lch for lch in stage.launchers if lch.backend is not None] if stage else []
+        if listed:
+            report.error(
+                listed[0].loc,
+                f"integration '{op.integration.value}' cannot choose among CUDA backends: the "
+                "choice runs on real tensors, which only the opaque integration's CUDA "
+                "implementation sees (a traced choice would be baked into compiled graphs)",
+            )
+            continue
         if stage is not None and len({launcher.ref for launcher in stage.launchers}) != 1:
             report.error(
                 stage.loc,
@@ -128,3 +137,34 @@ def _sources(op):
     if op.backward is not None:
         out.append(op.backward)
     return out
+
+
+def layouts(r: ResolvedOp, report: Report) -> None:
+    """Each layout contract's contiguous_dim exists in the tensor's declared shape."""
+    op = r.op
+    for stage in (op.forward, op.backward):
+        for launcher in stage.launchers if stage else ():
+            for rule in launcher.layout:
+                shape = _declared_shape(r, rule.tensor)
+                if shape is None:
+                    continue  # a backward argument of no declared shape: checked at run time
+                before, after = len(shape.before), len(shape.after)
+                d = rule.contiguous_dim
+                ok = -after <= d < before if shape.has_ellipsis else -before <= d < before
+                if not ok:
+                    report.error(
+                        rule.loc,
+                        f"layout of '{rule.tensor}': contiguous_dim {d} is not a dim of its "
+                        f"declared shape {shape}",
+                    )
+
+
+def _declared_shape(r: ResolvedOp, name: str):
+    op = r.op
+    if (decl := op.input(name)) is not None:
+        return decl.shape
+    if (out := op.output(name)) is not None:
+        return out.shape
+    if name.startswith("grad_") and (out := op.output(name[5:])) is not None:
+        return out.shape
+    return None
