@@ -196,7 +196,7 @@ def test_a_traced_integration_cannot_choose_backends():
 
 # --- the generated selection and tests, run on the CPU ----------------------------------------
 
-LAUNCHERS = '''\
+LAUNCHERS = """\
 import importlib
 
 
@@ -215,7 +215,7 @@ def slow(x, w=None):
 
 def ref(x, w=None):
     return x * 2 + (0 if w is None else w)
-'''
+"""
 
 SPEC = """\
 version: 1
