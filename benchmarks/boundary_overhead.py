@@ -36,6 +36,8 @@ from codegen.pipeline import generate  # noqa: E402
 
 SPEC_PATH = BENCH_DIR / "boundary.yaml"
 BASELINE = "define/impl + Function"
+PLAIN = "plain Function"
+FAST = "generated, eager fast path"
 EPS = 1e-6
 Loop = Callable[[int], None]
 
@@ -153,7 +155,7 @@ class _PlainFunction(torch.autograd.Function):
 # closure call. In fwd+bwd, ``x.grad = None`` keeps AccumulateGrad from adding each new grad_x
 # into the last one (an extra add kernel on uninitialised memory); every variant, `direct`
 # included, pays that same assignment.
-def fwd_loops(gen_trivial: Callable, x: Tensor) -> dict[str, Loop]:
+def fwd_loops(gen_trivial: Callable, gen_fast: Callable, x: Tensor) -> dict[str, Loop]:
     def direct(n: int) -> None:
         for _ in range(n):
             trivial_fwd(x, EPS)
@@ -161,6 +163,10 @@ def fwd_loops(gen_trivial: Callable, x: Tensor) -> dict[str, Loop]:
     def generated(n: int) -> None:
         for _ in range(n):
             gen_trivial(x, EPS)
+
+    def fast(n: int) -> None:
+        for _ in range(n):
+            gen_fast(x, EPS)
 
     def hand(n: int) -> None:
         for _ in range(n):
@@ -174,10 +180,12 @@ def fwd_loops(gen_trivial: Callable, x: Tensor) -> dict[str, Loop]:
         for _ in range(n):
             _PlainFunction.apply(x, EPS)
 
-    return _named(direct, generated, hand, custom_op, plain)
+    return _named(direct, generated, fast, hand, custom_op, plain)
 
 
-def fwd_bwd_loops(gen_trivial: Callable, x: Tensor, grad: Tensor) -> dict[str, Loop]:
+def fwd_bwd_loops(
+    gen_trivial: Callable, gen_fast: Callable, x: Tensor, grad: Tensor
+) -> dict[str, Loop]:
     backward = torch.autograd.backward
 
     def direct(n: int) -> None:
@@ -190,6 +198,11 @@ def fwd_bwd_loops(gen_trivial: Callable, x: Tensor, grad: Tensor) -> dict[str, L
         for _ in range(n):
             x.grad = None
             backward(gen_trivial(x, EPS)[0], grad)
+
+    def fast(n: int) -> None:
+        for _ in range(n):
+            x.grad = None
+            backward(gen_fast(x, EPS)[0], grad)
 
     def hand(n: int) -> None:
         for _ in range(n):
@@ -206,25 +219,27 @@ def fwd_bwd_loops(gen_trivial: Callable, x: Tensor, grad: Tensor) -> dict[str, L
             x.grad = None
             backward(_PlainFunction.apply(x, EPS), grad)
 
-    return _named(direct, generated, hand, custom_op, plain)
+    return _named(direct, generated, fast, hand, custom_op, plain)
 
 
-def _named(direct: Loop, generated: Loop, hand: Loop, custom_op: Loop, plain: Loop):
+def _named(direct: Loop, generated: Loop, fast: Loop, hand: Loop, custom_op: Loop, plain: Loop):
     return {
         "direct": direct,
         "generated": generated,
+        FAST: fast,
         BASELINE: hand,
         "custom_op + register_autograd": custom_op,
-        "plain Function": plain,
+        PLAIN: plain,
     }
 
 
-def check(gen_trivial: Callable, x: Tensor, grad: Tensor) -> None:
+def check(gen_trivial: Callable, gen_fast: Callable, x: Tensor, grad: Tensor) -> None:
     outs = {
         "generated": gen_trivial(x, EPS)[0],
+        FAST: gen_fast(x, EPS)[0],
         BASELINE: _HandFunction.apply(x, EPS),
         "custom_op + register_autograd": co_fwd(x, EPS)[0],
-        "plain Function": _PlainFunction.apply(x, EPS),
+        PLAIN: _PlainFunction.apply(x, EPS),
     }
     for name, y in outs.items():
         if y.shape != x.shape or y.grad_fn is None:
@@ -259,17 +274,29 @@ def measure(loops: dict[str, Loop], calls: int, rounds: int, sync: Callable[[], 
 
 
 def table(title: str, medians: dict[str, float]) -> str:
-    base = medians[BASELINE]
-    head = ("variant", "median us/call", f"ratio vs {BASELINE}")
-    rows = [(name, f"{us:.2f}", f"{us / base:.2f}") for name, us in medians.items()]
-    w = [max(len(row[i]) for row in (head, *rows)) for i in range(3)]
-    lines = [
-        f"## {title}",
-        "",
-        f"| {head[0]:<{w[0]}} | {head[1]:>{w[1]}} | {head[2]:>{w[2]}} |",
-        f"|{'-' * (w[0] + 2)}|{'-' * (w[1] + 1)}:|{'-' * (w[2] + 1)}:|",
+    base, plain = medians[BASELINE], medians[PLAIN]
+    head = ("variant", "median us/call", f"ratio vs {BASELINE}", f"ratio vs {PLAIN}")
+    rows = [
+        (name, f"{us:.2f}", f"{us / base:.2f}", f"{us / plain:.2f}") for name, us in medians.items()
     ]
-    lines += [f"| {a:<{w[0]}} | {b:>{w[1]}} | {c:>{w[2]}} |" for a, b, c in rows]
+    w = [max(len(row[i]) for row in (head, *rows)) for i in range(4)]
+    lines = [f"## {title}", ""]
+    lines.append(
+        "| "
+        + " | ".join(f"{h:<{w[0]}}" if i == 0 else f"{h:>{w[i]}}" for i, h in enumerate(head))
+        + " |"
+    )
+    lines.append(
+        "|"
+        + "|".join("-" * (w[0] + 2) if i == 0 else "-" * (w[i] + 1) + ":" for i in range(4))
+        + "|"
+    )
+    for row in rows:
+        lines.append(
+            "| "
+            + " | ".join(f"{c:<{w[0]}}" if i == 0 else f"{c:>{w[i]}}" for i, c in enumerate(row))
+            + " |"
+        )
     return "\n".join(lines)
 
 
@@ -308,16 +335,20 @@ def main(argv: list[str] | None = None) -> None:
     print(f"shape {args.shape_tuple} float32; median over rounds of per-call time in each round\n")
 
     with tempfile.TemporaryDirectory(prefix="bench_gen_") as tmpdir:
-        gen_trivial = load_generated(tmpdir).trivial
+        package = load_generated(tmpdir)
+        gen_trivial, gen_fast = package.trivial, package.trivial_fast
         x = torch.randn(args.shape_tuple, device=device).requires_grad_(True)
         grad = torch.randn(args.shape_tuple, device=device)
-        check(gen_trivial, x, grad)
+        check(gen_trivial, gen_fast, x, grad)
 
         gc.disable()
         try:
-            fwd = measure(fwd_loops(gen_trivial, x), args.fwd_calls, args.rounds, sync)
+            fwd = measure(fwd_loops(gen_trivial, gen_fast, x), args.fwd_calls, args.rounds, sync)
             fwd_bwd = measure(
-                fwd_bwd_loops(gen_trivial, x, grad), args.fwd_bwd_calls, args.rounds, sync
+                fwd_bwd_loops(gen_trivial, gen_fast, x, grad),
+                args.fwd_bwd_calls,
+                args.rounds,
+                sync,
             )
         finally:
             gc.enable()

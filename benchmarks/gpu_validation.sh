@@ -25,9 +25,18 @@ site=$(mktemp -d)
 ln -s "$root/generated/attnops" "$site/attnops"
 ln -s "$root/kernels" "$site/attnops_kernels"
 export PYTHONPATH="$site:$root${PYTHONPATH:+:$PYTHONPATH}"
+# The CuTeDSL bundle (../shared/tools/cutedsl-bundle.sh), when it travelled with the checkout:
+# without it the CuTeDSL backends are skipped by selection and their tests say so.
+if [[ -s "$root/.device/cutedsl-site.tar.xz" ]]; then
+  cute=$(mktemp -d)
+  tar -xJf "$root/.device/cutedsl-site.tar.xz" -C "$cute"
+  export PYTHONPATH="$cute:$cute/nvidia_cutlass_dsl/dsl_packages:$PYTHONPATH"
+fi
 cd "$root" || exit 1
 
 python -c "import torch, triton; print('torch', torch.__version__, 'triton', triton.__version__, torch.cuda.get_device_name())"
+python -c "import importlib.metadata as m; print('nvidia-cutlass-dsl', m.version('nvidia-cutlass-dsl'))" 2>/dev/null \
+  || echo "nvidia-cutlass-dsl not found: CuTeDSL backends skipped"
 
 # name|test files under generated/tests|-k expression (empty: all of them). At most 8 shards:
 # each writes one log, and that is what comes back from a remote run.

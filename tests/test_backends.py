@@ -363,3 +363,29 @@ print("ok")
     assert result.returncode == 0, result.stderr[-3000:]
     assert result.stdout.strip() == "ok"
     assert importlib.util.find_spec("attnops") is not None
+
+
+# --- the eager fast path -------------------------------------------------------------------
+
+
+def test_eager_fast_path_is_refused_outside_the_opaque_integration():
+    old = "    integration: triton_op\n"
+    errors = _errors(replace(old, old + "    eager_fast_path: true\n", GATE))
+    assert len(errors) == 1
+    assert "eager_fast_path needs the opaque integration, not 'triton_op'" in errors[0]
+    line = next(
+        i
+        for i, t in enumerate(
+            replace(old, old + "    eager_fast_path: true\n", GATE).splitlines(), 1
+        )
+        if "eager_fast_path" in t
+    )
+    assert errors[0].startswith(f"ops.yaml:{line}:22: error: [gate] ")
+
+
+def test_eager_fast_path_must_be_a_bool():
+    old = "    doc: Normalize x.\n"
+    errors = _errors(replace(old, old + "    eager_fast_path: fast\n"))
+    assert [e.split("error: ")[1] for e in errors] == [
+        "[l2norm] eager_fast_path must be true or false, got str 'fast'"
+    ]

@@ -791,3 +791,74 @@ def _check_zero_size_gradients(suite: Suite, sample: str, dtype: str) -> None:
         x = inputs[name]
         check_layout(suite.op, f"gradient of {name}", got, x.shape, x.dtype)
         assert_close(got, want, atol, rtol, f"grad of {name}")
+
+
+def check_eager_fast_path(
+    suite: Suite, module: str, bindings: tuple, sample, dtype, layout, config, gradients: bool
+) -> None:
+    """The eager fast path gives what the dispatcher gives, bit for bit, without calling it.
+
+    The module's operator bindings are swapped for stubs that fail, so a fast path that still
+    went through the dispatcher (forward or backward) fails here.
+    """
+    runtime = importlib.import_module(module.rpartition(".")[0] + "._runtime")
+    mod = importlib.import_module(module)
+    inputs = suite.inputs(sample, dtype, layout, config)
+    gen_seed = suite.seed + 2
+
+    def run(args: dict):
+        gen = torch.Generator().manual_seed(gen_seed)
+        if gradients and any(args[k] is not None for k in suite.differentiable):
+            out, _, grads = suite.loss_and_grads(suite.fn, args, config, gen)
+            return out, grads
+        with torch.no_grad():
+            return suite.call(suite.fn, args, config), {}
+
+    runtime.set_eager_fast_path(False)
+    try:
+        expected = run(clone_inputs(inputs))
+    finally:
+        runtime.set_eager_fast_path(True)
+
+    def untouched(*args, **kwargs):
+        raise AssertionError(f"{suite.op}: the eager fast path called the dispatcher")
+
+    saved = {name: getattr(mod, name) for name in bindings}
+    for name in bindings:
+        setattr(mod, name, untouched)
+    try:
+        got = run(clone_inputs(inputs))
+    finally:
+        for name, value in saved.items():
+            setattr(mod, name, value)
+    for what, g, e in (("output", got[0], expected[0]), ("gradient", got[1], expected[1])):
+        if isinstance(g, dict):
+            assert g.keys() == e.keys(), what
+            g, e = tuple(g.values()), tuple(e.values())
+        for i, (a, b) in enumerate(zip(g, e, strict=True)):
+            assert (a is None) == (b is None), f"{what} {i}"
+            if a is not None:
+                assert torch.equal(a, b), f"{suite.op}: {what} {i} differs from the dispatcher's"
+
+
+def check_dispatcher_visible(suite: Suite, qualnames: tuple, sample, dtype) -> None:
+    """Under a dispatch mode and under the profiler the call goes through the registered
+    operator, so tracers, FLOP counters and profiles see it."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    seen: list[str] = []
+
+    class Record(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            seen.append(func.name())
+            return func(*args, **(kwargs or {}))
+
+    inputs = suite.make_inputs(sample, dtype)
+    with torch.no_grad():
+        with Record():
+            suite.call(suite.fn, inputs, "default")
+        assert set(qualnames) & set(seen), f"none of {qualnames} dispatched: {seen}"
+        with torch.profiler.profile() as prof:
+            suite.call(suite.fn, inputs, "default")
+    names = {e.name for e in prof.events()}
+    assert set(qualnames) & names, f"none of {qualnames} profiled: {sorted(names)[:50]}"

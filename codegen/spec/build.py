@@ -19,6 +19,7 @@ TOP_KEYS = ("version", "namespace", "package", "ops")
 OP_KEYS = (
     "doc",
     "integration",
+    "eager_fast_path",
     "forward",
     "backward",
     "inputs",
@@ -99,6 +100,13 @@ def _op(reader: Reader, name: str, key_loc: Location, node: Node, namespace: str
             integration = Integration.parse(n.value)
         except ValueError as exc:
             reader.error(n.loc, str(exc))
+    fast, fast_loc = False, None
+    if (n := m.get("eager_fast_path")) is not None:
+        if isinstance(n.value, bool):
+            fast, fast_loc = n.value, n.loc
+        else:
+            reader.error(n.loc, f"eager_fast_path must be true or false, got {kind(n)}")
+            ok = False
     qual = f"{namespace}::{name}"
     forward = (
         build_stages.stage(reader, m.get("forward"), f"{qual}_fwd", "forward")
@@ -150,6 +158,8 @@ def _op(reader: Reader, name: str, key_loc: Location, node: Node, namespace: str
         namespace=namespace,
         doc=doc.strip(),
         integration=integration,
+        eager_fast_path=fast,
+        eager_fast_path_loc=fast_loc,
         forward=forward,
         backward=backward,
         inputs=inputs,

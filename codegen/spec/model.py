@@ -257,6 +257,9 @@ class Op:
     # The outputs the reference returns, in its order; None: the public outputs.
     reference_returns: tuple[str, ...] | None = None
     reference_returns_loc: Location | None = None
+    # Eager calls reach the launchers without the dispatcher (docs/spec.md, "eager_fast_path").
+    eager_fast_path: bool = False
+    eager_fast_path_loc: Location | None = None
 
     @property
     def primary(self) -> TensorDecl:

@@ -282,6 +282,32 @@ class PublicView:
     no_grad: bool  # no backward: outputs never require grad (call under torch.no_grad)
     function_args: tuple[str, ...]
     outputs: tuple[str, ...]
+    direct: DirectCall | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class DirectStage:
+    """A stage's implementation for the eager fast path: the registered shim of the device its
+    first tensor argument is on, called without the dispatcher."""
+
+    name: str  # e.g. _l2norm_fwd_direct
+    params: tuple[Param, ...]
+    annotation: str
+    args: tuple[str, ...]
+    cuda: str | None  # the shim registered for CUDA (None: none)
+    cpu: str | None
+    device_of: str  # the tensor argument whose device picks the shim
+
+
+@dataclass(frozen=True, slots=True)
+class DirectCall:
+    """The public function's eager fast path (Note [eager fast path] in _runtime)."""
+
+    tensors: tuple[str, ...]  # every tensor argument, for _direct_ok
+    needs_grad: str  # when the autograd.Function must record the call ("" without backward)
+    function: str | None  # the Function over the direct stages; None without backward
+    call: ForwardCall  # the forward through the direct stages
+    mutated: tuple[str, ...]  # inputs written in place: their version counters are bumped
 
 
 @dataclass(frozen=True, slots=True)
@@ -297,6 +323,8 @@ class OpView:
     exports: tuple[str, ...]
     runtime_imports: tuple[str, ...]  # helpers of _runtime the module uses, sorted
     layout_imports: tuple[str, ...]  # helpers of _layout (backend selection), sorted
+    direct_stages: tuple[DirectStage, ...] = ()  # eager fast path only
+    direct_function: FunctionView | None = None
 
 
 def import_order(name: str) -> tuple[int, str]:
@@ -827,7 +855,9 @@ class _Public(_Base):
             no_grad=op.backward is None and op.integration is not Integration.EAGER,
             function_args=tuple(a.name for a in self.fwd.arguments) + ((r.flag,) if r.flag else ()),
             outputs=r.public_outputs,
+            direct=_Direct(r).call() if op.eager_fast_path else None,
         )
+        direct = _Direct(r) if op.eager_fast_path else None
         return OpView(
             name=op.name,
             module=r.names.module,
@@ -840,6 +870,77 @@ class _Public(_Base):
             exports=tuple(sorted((r.names.public, r.names.result), key=import_order)),
             runtime_imports=_runtime_imports(op, public),
             layout_imports=_layout_imports(r),
+            direct_stages=direct.stages() if direct else (),
+            direct_function=direct.function() if direct and op.backward else None,
+        )
+
+
+class _Direct(_Base):
+    """The eager fast path: stages called without the dispatcher, and a Function over them."""
+
+    def _name(self, stage) -> str:
+        return f"{stage.names.binding}_direct"
+
+    def stages(self) -> tuple[DirectStage, ...]:
+        out = []
+        for s in self.r.stages:
+            by_device = {d: i.name for i in s.impls for d in i.devices}
+            first = next(a for a in s.schema.arguments if a.is_tensor or a.is_tensor_list)
+            out.append(
+                DirectStage(
+                    name=self._name(s),
+                    params=_params(s.schema),
+                    annotation=_annotation(len(s.schema.returns)),
+                    args=_call_args(s.schema),
+                    cuda=by_device.get("CUDA"),
+                    cpu=by_device.get("CPU"),
+                    device_of=f"{first.name}[0]" if first.is_tensor_list else first.name,
+                )
+            )
+        return tuple(out)
+
+    def _direct_forward(self) -> ForwardCall:
+        r = self.r
+        call = self._forward_call()
+        return replace(
+            call,
+            binding=self._name(r.forward),
+            wide_binding=self._name(r.pair) if r.pair else "",
+        )
+
+    def function(self) -> FunctionView:
+        f = _Function(self.r)._function()
+        return replace(
+            f,
+            name=f.name.removesuffix("Function") + "DirectFunction",
+            call=self._direct_forward(),
+            backward=self._name(self.r.backward),
+        )
+
+    def call(self) -> DirectCall:
+        r, op = self.r, self.op
+        tensors = tuple(
+            f"*{a.name}" if a.is_tensor_list else a.name
+            for a in self.fwd.arguments
+            if a.is_tensor or a.is_tensor_list
+        )
+        grads = []
+        for a in self.fwd.arguments:
+            if a.is_tensor and r.gradient_of(a.name):
+                test = f"{a.name}.requires_grad"
+                grads.append(f"({a.name} is not None and {test})" if a.optional else test)
+        any_grad = grads[0] if len(grads) == 1 else f"({' or '.join(grads)})"
+        needs_grad = f"torch.is_grad_enabled() and {any_grad}" if grads and op.backward else ""
+        return DirectCall(
+            tensors=tensors,
+            needs_grad=needs_grad,
+            function=(
+                r.names.function.removesuffix("Function") + "DirectFunction"
+                if op.backward
+                else None
+            ),
+            call=self._direct_forward(),
+            mutated=tuple(d.name for d in op.inputs if d.mutated),
         )
 
 
@@ -895,6 +996,8 @@ def _runtime_imports(op, public: PublicView) -> tuple[str, ...]:
         used.add("scalar_error")
     if op.integration is Integration.TRITON_OP:
         used.add("register_triton_op")
+    if public.direct is not None:
+        used.add("direct_ok")
     return tuple(sorted(used))
 
 

@@ -151,6 +151,11 @@ class TestsView:
     inputs: InputsView
     backward: BackwardView | None
     backends: BackendsView | None
+    # Eager fast path: the module-level bindings of the registered operators, which the fast path
+    # must never call; () without it.
+    direct_bindings: tuple[str, ...] = ()
+    module: str = ""  # the operator's module in the package
+    forward_qualnames: tuple[str, ...] = ()  # the forward operator and its arity pair
 
 
 def sample_id(sample: Sample, dims: tuple[str, ...]) -> str:
@@ -387,6 +392,13 @@ class _Builder:
             inputs=self.inputs(),
             backward=self.backward(),
             backends=self.backends(),
+            module=r.names.module,
+            forward_qualnames=tuple(
+                s.names.qualname for s in (r.forward, r.pair) if s is not None
+            ),
+            direct_bindings=(
+                tuple(s.names.binding for s in r.stages) if op.eager_fast_path else ()
+            ),
         )
 
     def backends(self) -> BackendsView | None:

@@ -248,3 +248,38 @@ def check_offsets(op: str, name: str, offsets: torch.Tensor, total: int, dim: st
     if values[-1] != total:
         raise ValueError(f"{op}: {name}[{n - 1}] must equal {dim} = {total}, got {values[-1]}")
     return offsets
+
+
+# Note [eager fast path]: an operator declared with eager_fast_path calls its implementation
+# directly in eager mode, skipping the dispatcher (and, without grad, the autograd.Function).
+# The dispatcher still runs whenever something may need to see the operator: torch.compile and
+# export (Dynamo folds torch.compiler.is_compiling() to True, so graphs hold the registered
+# operator), a dispatch or function mode (FakeTensorMode, make_fx, FlopCounterMode, ...), a
+# functorch transform, the profiler (so traces name the operator), and tensor subclasses or meta
+# tensors. Autocast behaves the same either way: a custom operator has no autocast rule, so its
+# inputs reach the launcher in the dtypes they were given.
+_EAGER_FAST_PATH = True
+_PLAIN_TENSORS = (torch.Tensor, torch.nn.Parameter)
+_profiler = torch.autograd.profiler
+
+
+def set_eager_fast_path(enabled: bool) -> None:
+    """Turn the eager fast path on or off for every operator of the package that declares it."""
+    global _EAGER_FAST_PATH
+    _EAGER_FAST_PATH = bool(enabled)
+
+
+def direct_ok(*tensors) -> bool:
+    """Whether an eager call on ``tensors`` may skip the dispatcher (Note [eager fast path])."""
+    if (
+        not _EAGER_FAST_PATH
+        or _profiler._is_profiler_enabled
+        or torch._C._len_torch_dispatch_stack()
+        or torch._C._is_torch_function_mode_enabled()
+        or torch._C._are_functorch_transforms_active()
+    ):
+        return False
+    for t in tensors:
+        if t is not None and (type(t) not in _PLAIN_TENSORS or t.is_meta):
+            return False
+    return True

@@ -8,6 +8,7 @@ from typing import NamedTuple
 import torch
 from torch import Tensor
 
+from ._runtime import direct_ok as _direct_ok
 from ._runtime import launcher as _launcher
 from ._runtime import tensor_error as _tensor_error
 
@@ -34,6 +35,14 @@ def _block_mask_worklist_fwd_fake(mask: Tensor) -> Tensor:
 
 _block_mask_worklist_fwd = torch.ops.attnops.block_mask_worklist_fwd.default
 _BLOCK_MASK_WORKLIST_MASK_DTYPES = (torch.bool,)
+
+
+# Note [eager fast path]: eager calls reach the shims below without the dispatcher (see
+# _runtime.direct_ok for when the dispatcher still runs).
+
+
+def _block_mask_worklist_fwd_direct(mask: Tensor) -> Tensor:
+    return _block_mask_worklist_fwd_impl(mask)
 
 
 class BlockMaskWorklistOutput(NamedTuple):
@@ -70,6 +79,10 @@ def block_mask_worklist(mask: Tensor) -> BlockMaskWorklistOutput:
             dtypes=_BLOCK_MASK_WORKLIST_MASK_DTYPES,
             devices=("cuda", "cpu"),
         )
+    if not torch.compiler.is_compiling() and _direct_ok(mask):
+        with torch.no_grad():
+            coords = _block_mask_worklist_fwd_direct(mask)
+        return BlockMaskWorklistOutput(coords)
     # Note [no backward]: like torch's non-differentiable operators, the outputs never require
     # grad, whatever the inputs do.
     with torch.no_grad():

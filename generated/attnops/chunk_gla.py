@@ -10,6 +10,7 @@ from torch import Tensor
 
 from ._runtime import check_offsets as _check_offsets
 from ._runtime import constraint_error as _constraint_error
+from ._runtime import direct_ok as _direct_ok
 from ._runtime import launcher as _launcher
 from ._runtime import scalar_error as _scalar_error
 from ._runtime import tensor_error as _tensor_error
@@ -206,6 +207,96 @@ class _ChunkGlaFunction(torch.autograd.Function):
         )
 
 
+# Note [eager fast path]: eager calls reach the shims below without the dispatcher (see
+# _runtime.direct_ok for when the dispatcher still runs).
+
+
+def _chunk_gla_fwd_direct(
+    q: Tensor,
+    k: Tensor,
+    v: Tensor,
+    g: Tensor,
+    scale: float | None = None,
+    initial_state: Tensor | None = None,
+    cu_seqlens: Tensor | None = None,
+) -> Tensor:
+    return _chunk_gla_fwd_impl(q, k, v, g, scale, initial_state, cu_seqlens)
+
+
+def _chunk_gla_fwd_with_state_direct(
+    q: Tensor,
+    k: Tensor,
+    v: Tensor,
+    g: Tensor,
+    scale: float | None = None,
+    initial_state: Tensor | None = None,
+    cu_seqlens: Tensor | None = None,
+) -> tuple[Tensor, Tensor]:
+    return _chunk_gla_fwd_with_state_impl(q, k, v, g, scale, initial_state, cu_seqlens)
+
+
+def _chunk_gla_bwd_direct(
+    q: Tensor,
+    k: Tensor,
+    v: Tensor,
+    g: Tensor,
+    scale: float | None,
+    initial_state: Tensor | None,
+    cu_seqlens: Tensor | None,
+    grad_output: Tensor,
+    grad_final_state: Tensor | None,
+) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor]:
+    return _chunk_gla_bwd_impl(
+        q, k, v, g, scale, initial_state, cu_seqlens, grad_output, grad_final_state
+    )
+
+
+class _ChunkGlaDirectFunction(torch.autograd.Function):
+    @staticmethod
+    def forward(
+        ctx,
+        q: Tensor,
+        k: Tensor,
+        v: Tensor,
+        g: Tensor,
+        scale: float | None,
+        initial_state: Tensor | None,
+        cu_seqlens: Tensor | None,
+        output_final_state: bool,
+    ) -> tuple[Tensor, Tensor | None]:
+        if output_final_state:
+            output, final_state = _chunk_gla_fwd_with_state_direct(
+                q, k, v, g, scale, initial_state, cu_seqlens
+            )
+        else:
+            output = _chunk_gla_fwd_direct(q, k, v, g, scale, initial_state, cu_seqlens)
+            final_state = None
+        ctx.save_for_backward(q, k, v, g, initial_state, cu_seqlens)
+        ctx.scale = scale
+        return output, final_state
+
+    @staticmethod
+    @torch.autograd.function.once_differentiable
+    def backward(
+        ctx, grad_output: Tensor, grad_final_state: Tensor | None
+    ) -> tuple[Tensor | None, ...]:
+        q, k, v, g, initial_state, cu_seqlens = ctx.saved_tensors
+        scale = ctx.scale
+        grad_q, grad_k, grad_v, grad_g, grad_initial_state = _chunk_gla_bwd_direct(
+            q, k, v, g, scale, initial_state, cu_seqlens, grad_output, grad_final_state
+        )
+        return (
+            grad_q,
+            grad_k,
+            grad_v,
+            grad_g,
+            None,
+            grad_initial_state if initial_state is not None else None,
+            None,
+            None,
+        )
+
+
 class ChunkGlaOutput(NamedTuple):
     """Result of :func:`chunk_gla`."""
 
@@ -359,6 +450,26 @@ def chunk_gla(
         raise _constraint_error(
             "chunk_gla", "q and k need K >= 1 (the default scale is K ** -0.5)", K=K
         )
+    if not torch.compiler.is_compiling() and _direct_ok(q, k, v, g, initial_state, cu_seqlens):
+        if torch.is_grad_enabled() and (
+            q.requires_grad
+            or k.requires_grad
+            or v.requires_grad
+            or g.requires_grad
+            or (initial_state is not None and initial_state.requires_grad)
+        ):
+            output, final_state = _ChunkGlaDirectFunction.apply(
+                q, k, v, g, scale, initial_state, cu_seqlens, output_final_state
+            )
+        else:
+            if output_final_state:
+                output, final_state = _chunk_gla_fwd_with_state_direct(
+                    q, k, v, g, scale, initial_state, cu_seqlens
+                )
+            else:
+                output = _chunk_gla_fwd_direct(q, k, v, g, scale, initial_state, cu_seqlens)
+                final_state = None
+        return ChunkGlaOutput(output, final_state)
     output, final_state = _ChunkGlaFunction.apply(
         q, k, v, g, scale, initial_state, cu_seqlens, output_final_state
     )

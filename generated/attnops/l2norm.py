@@ -8,6 +8,7 @@ from typing import NamedTuple
 import torch
 from torch import Tensor
 
+from ._runtime import direct_ok as _direct_ok
 from ._runtime import launcher as _launcher
 from ._runtime import scalar_error as _scalar_error
 from ._runtime import tensor_error as _tensor_error
@@ -68,6 +69,33 @@ class _L2normFunction(torch.autograd.Function):
         return grad_x, None
 
 
+# Note [eager fast path]: eager calls reach the shims below without the dispatcher (see
+# _runtime.direct_ok for when the dispatcher still runs).
+
+
+def _l2norm_fwd_direct(x: Tensor, eps: float = 1e-06) -> tuple[Tensor, Tensor]:
+    return _l2norm_fwd_impl(x, eps)
+
+
+def _l2norm_bwd_direct(grad_y: Tensor, x: Tensor, rstd: Tensor) -> Tensor:
+    return _l2norm_bwd_impl(grad_y, x, rstd)
+
+
+class _L2normDirectFunction(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x: Tensor, eps: float) -> Tensor:
+        y, rstd = _l2norm_fwd_direct(x, eps)
+        ctx.save_for_backward(x, rstd)
+        return y
+
+    @staticmethod
+    @torch.autograd.function.once_differentiable
+    def backward(ctx, grad_y: Tensor) -> tuple[Tensor | None, ...]:
+        x, rstd = ctx.saved_tensors
+        grad_x = _l2norm_bwd_direct(grad_y, x, rstd)
+        return grad_x, None
+
+
 class L2normOutput(NamedTuple):
     """Result of :func:`l2norm`."""
 
@@ -106,6 +134,12 @@ def l2norm(x: Tensor, eps: float = 1e-06) -> L2normOutput:
         )
     if not isinstance(eps, (float, int, torch.SymFloat, torch.SymInt)):
         raise _scalar_error("l2norm", "eps", "float", eps)
+    if not torch.compiler.is_compiling() and _direct_ok(x):
+        if torch.is_grad_enabled() and x.requires_grad:
+            y = _L2normDirectFunction.apply(x, eps)
+        else:
+            y, rstd = _l2norm_fwd_direct(x, eps)
+        return L2normOutput(y)
     y = _L2normFunction.apply(x, eps)
     return L2normOutput(y)
 

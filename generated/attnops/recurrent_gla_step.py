@@ -9,6 +9,7 @@ import torch
 from torch import Tensor
 
 from ._runtime import check_mutated as _check_mutated
+from ._runtime import direct_ok as _direct_ok
 from ._runtime import launcher as _launcher
 from ._runtime import scalar_error as _scalar_error
 from ._runtime import tensor_error as _tensor_error
@@ -47,6 +48,16 @@ _recurrent_gla_step_fwd = torch.ops.attnops.recurrent_gla_step_fwd.default
 _RECURRENT_GLA_STEP_STATE_DTYPES = (torch.float32,)
 _RECURRENT_GLA_STEP_Q_DTYPES = (torch.bfloat16, torch.float16, torch.float32)
 _RECURRENT_GLA_STEP_G_DTYPES = (torch.float32,)
+
+
+# Note [eager fast path]: eager calls reach the shims below without the dispatcher (see
+# _runtime.direct_ok for when the dispatcher still runs).
+
+
+def _recurrent_gla_step_fwd_direct(
+    state: Tensor, q: Tensor, k: Tensor, v: Tensor, g: Tensor, scale: float
+) -> Tensor:
+    return _recurrent_gla_step_fwd_impl(state, q, k, v, g, scale)
 
 
 class RecurrentGlaStepOutput(NamedTuple):
@@ -162,6 +173,11 @@ def recurrent_gla_step(
         raise _scalar_error("recurrent_gla_step", "scale", "float", scale)
     if not torch.compiler.is_compiling():
         _check_mutated("recurrent_gla_step", "state", state, {"q": q, "k": k, "v": v, "g": g})
+    if not torch.compiler.is_compiling() and _direct_ok(state, q, k, v, g):
+        with torch.no_grad():
+            output = _recurrent_gla_step_fwd_direct(state, q, k, v, g, scale)
+        torch.autograd.graph.increment_version(state)
+        return RecurrentGlaStepOutput(output)
     # Note [no backward]: like torch's non-differentiable operators, the outputs never require
     # grad, whatever the inputs do.
     with torch.no_grad():

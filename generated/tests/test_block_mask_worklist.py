@@ -148,3 +148,21 @@ def test_compile_fullgraph(sample, config, dynamic):
     limits["capture_dynamic_output_shape_ops"] = True
     with torch._dynamo.config.patch(**limits):
         SUITE.check_compile(_compiled(dynamic), sample, config, "bool", False)
+
+
+# Note [eager fast path]: eager calls skip the dispatcher, which still runs under a dispatch mode,
+# the profiler and torch.compile (the compile tests above).
+DIRECT_BINDINGS = ("_block_mask_worklist_fwd",)
+
+
+@pytest.mark.parametrize("sample, dtype, layout, config", CASES)
+def test_eager_fast_path_matches_dispatcher(sample, dtype, layout, config):
+    _t.check_eager_fast_path(
+        SUITE, "attnops.block_mask_worklist", DIRECT_BINDINGS, sample, dtype, layout, config, False
+    )
+
+
+def test_dispatcher_runs_under_modes_and_profiler():
+    _t.check_dispatcher_visible(
+        SUITE, ("attnops::block_mask_worklist_fwd",), next(iter(SAMPLES)), next(iter(DTYPES))
+    )
