@@ -393,9 +393,7 @@ class _Builder:
             backward=self.backward(),
             backends=self.backends(),
             module=r.names.module,
-            forward_qualnames=tuple(
-                s.names.qualname for s in (r.forward, r.pair) if s is not None
-            ),
+            forward_qualnames=tuple(s.names.qualname for s in (r.forward, r.pair) if s is not None),
             direct_bindings=(
                 tuple(s.names.binding for s in r.stages) if op.eager_fast_path else ()
             ),
