@@ -8,6 +8,9 @@ from typing import NamedTuple
 import torch
 from torch import Tensor
 
+from ._layout import backend_available as _backend_available
+from ._layout import note_backend as _note_backend
+from ._layout import tensor_supports_contiguous_dim as _tensor_supports_contiguous_dim
 from ._runtime import direct_ok as _direct_ok
 from ._runtime import launcher as _launcher
 from ._runtime import scalar_error as _scalar_error
@@ -19,19 +22,43 @@ torch.library.define(
 )
 
 
-def _l2norm_fwd_impl(x: Tensor, eps: float = 1e-06) -> tuple[Tensor, Tensor]:
+def _l2norm_fwd_cuda(x: Tensor, eps: float = 1e-06) -> tuple[Tensor, Tensor]:
+    # Note [backend selection]: the first backend, in declared order, that is installed, enabled
+    # and whose layout contract these tensors meet (see _layout).
+    if _backend_available("cutedsl") and _tensor_supports_contiguous_dim(x, -1, None):
+        _note_backend("attnops::l2norm_fwd", "cutedsl")
+        return _launcher("attnops_kernels.l2norm.cute:l2norm_fwd")(x, eps)
+    _note_backend("attnops::l2norm_fwd", "triton")
     return _launcher("attnops_kernels.l2norm.triton:l2norm_fwd")(x, eps)
 
 
-def _l2norm_bwd_impl(grad_y: Tensor, x: Tensor, rstd: Tensor) -> Tensor:
+def _l2norm_fwd_cpu(x: Tensor, eps: float = 1e-06) -> tuple[Tensor, Tensor]:
+    return _launcher("attnops_kernels.l2norm.triton:l2norm_fwd")(x, eps)
+
+
+def _l2norm_bwd_cuda(grad_y: Tensor, x: Tensor, rstd: Tensor) -> Tensor:
+    # Note [backend selection]: the first backend, in declared order, that is installed, enabled
+    # and whose layout contract these tensors meet (see _layout).
+    if (
+        _backend_available("cutedsl")
+        and _tensor_supports_contiguous_dim(grad_y, -1, None)
+        and _tensor_supports_contiguous_dim(x, -1, None)
+    ):
+        _note_backend("attnops::l2norm_bwd", "cutedsl")
+        return _launcher("attnops_kernels.l2norm.cute:l2norm_bwd")(grad_y, x, rstd)
+    _note_backend("attnops::l2norm_bwd", "triton")
+    return _launcher("attnops_kernels.l2norm.triton:l2norm_bwd")(grad_y, x, rstd)
+
+
+def _l2norm_bwd_cpu(grad_y: Tensor, x: Tensor, rstd: Tensor) -> Tensor:
     return _launcher("attnops_kernels.l2norm.triton:l2norm_bwd")(grad_y, x, rstd)
 
 
 # Explicit registration calls (not decorators) keep each launcher callable on its own.
-torch.library.impl("attnops::l2norm_fwd", "CUDA", _l2norm_fwd_impl)
-torch.library.impl("attnops::l2norm_fwd", "CPU", _l2norm_fwd_impl)
-torch.library.impl("attnops::l2norm_bwd", "CUDA", _l2norm_bwd_impl)
-torch.library.impl("attnops::l2norm_bwd", "CPU", _l2norm_bwd_impl)
+torch.library.impl("attnops::l2norm_fwd", "CUDA", _l2norm_fwd_cuda)
+torch.library.impl("attnops::l2norm_fwd", "CPU", _l2norm_fwd_cpu)
+torch.library.impl("attnops::l2norm_bwd", "CUDA", _l2norm_bwd_cuda)
+torch.library.impl("attnops::l2norm_bwd", "CPU", _l2norm_bwd_cpu)
 
 
 @torch.library.register_fake("attnops::l2norm_fwd")
@@ -74,11 +101,15 @@ class _L2normFunction(torch.autograd.Function):
 
 
 def _l2norm_fwd_direct(x: Tensor, eps: float = 1e-06) -> tuple[Tensor, Tensor]:
-    return _l2norm_fwd_impl(x, eps)
+    if x.is_cuda:
+        return _l2norm_fwd_cuda(x, eps)
+    return _l2norm_fwd_cpu(x, eps)
 
 
 def _l2norm_bwd_direct(grad_y: Tensor, x: Tensor, rstd: Tensor) -> Tensor:
-    return _l2norm_bwd_impl(grad_y, x, rstd)
+    if grad_y.is_cuda:
+        return _l2norm_bwd_cuda(grad_y, x, rstd)
+    return _l2norm_bwd_cpu(grad_y, x, rstd)
 
 
 class _L2normDirectFunction(torch.autograd.Function):

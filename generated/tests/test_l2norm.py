@@ -63,9 +63,9 @@ DIFFERENTIABLE = ("x",)
 MUTATED = ()
 
 
-def make_inputs(_sample: str, _dtype: str, _config: str = "default"):
+def make_inputs(_sample: str | dict, _dtype: str, _config: str = "default"):
     """The public function's keyword arguments for a sample, dtype and configuration, compact."""
-    _s = SAMPLES[_sample]
+    _s = SAMPLES[_sample] if isinstance(_sample, str) else _sample
     _c = CONFIGS[_config]
     _dt = DTYPES[_dtype]
     _gen = torch.Generator().manual_seed(SEED)
@@ -212,3 +212,76 @@ def test_dispatcher_runs_under_modes_and_profiler():
     _t.check_dispatcher_visible(
         SUITE, ("attnops::l2norm_fwd",), next(iter(SAMPLES)), next(iter(DTYPES))
     )
+
+
+# CUDA backends of each stage in declared order, with their layout contracts (docs/spec.md,
+# "Several backends"). The layout cases are built from these declarations.
+_b = importlib.import_module("attnops._testing_backends")
+BACKENDS = {
+    "fwd": (
+        _b.Backend(
+            "cutedsl",
+            "attnops_kernels.l2norm.cute:l2norm_fwd",
+            {"x": (-1, None)},
+            True,
+            ("compact", "general"),
+        ),
+        _b.Backend("triton", "attnops_kernels.l2norm.triton:l2norm_fwd", {}, True, ()),
+    ),
+    "bwd": (
+        _b.Backend(
+            "cutedsl",
+            "attnops_kernels.l2norm.cute:l2norm_bwd",
+            {"grad_y": (-1, None), "x": (-1, None)},
+            True,
+            ("compact", "general"),
+        ),
+        _b.Backend("triton", "attnops_kernels.l2norm.triton:l2norm_bwd", {}, True, ()),
+    ),
+}
+BACKEND_OPS = {
+    "fwd": _fwd,
+    "bwd": _bwd,
+}
+QUALNAMES = {"fwd": "attnops::l2norm_fwd", "bwd": "attnops::l2norm_bwd"}
+
+
+def stage_args(stage: str, sample: str, dtype: str) -> dict:
+    """A stage operator's arguments by name, compact, on the default configuration."""
+    inputs = make_inputs(sample, dtype)
+    if stage == "fwd":
+        return {k: inputs[k] for k in ARG_NAMES}
+    return backward_args(inputs, "default", torch.Generator().manual_seed(SEED + 1))
+
+
+@pytest.mark.parametrize("dtype", list(DTYPES))
+@pytest.mark.parametrize("stage, backend, case", _b.layout_cases(BACKENDS))
+def test_backend_layout(stage, backend, case, dtype):
+    args = stage_args(stage, next(iter(SAMPLES)), dtype)
+    _b.check_layout_case(
+        "attnops",
+        BACKEND_OPS[stage],
+        QUALNAMES[stage],
+        BACKENDS[stage],
+        backend,
+        case,
+        args,
+        TOLERANCE[dtype],
+    )
+
+
+@pytest.mark.parametrize("dtype", list(DTYPES))
+@pytest.mark.parametrize("sample", list(SAMPLES))
+@pytest.mark.parametrize("backend", ("cutedsl", "triton"))
+def test_backend_matches_reference(backend, sample, dtype):
+    _b.check_backend_numerics("attnops", SUITE, BACKENDS, QUALNAMES, backend, sample, dtype, True)
+
+
+# The first sample, and the same with one outer dim grown: a dynamic compile must reuse its graph
+# and the backend its compiled kernels.
+RESIZED = ("batch2x3-D64", {"batch": (3, 3), "D": 64})
+
+
+def test_backend_compiled_reuse():
+    compiled = torch.compile(l2norm, fullgraph=True, dynamic=True)
+    _b.check_compiled_reuse("attnops", compiled, make_inputs, RESIZED, BACKENDS, QUALNAMES, "bf16")

@@ -1,1 +1,2 @@
-"""The ``l2norm`` operator: Triton launchers (``triton.py``) and the float32 reference (``reference.py``)."""
+"""The ``l2norm`` operator: CuTeDSL launchers (``cute.py``), Triton launchers (``triton.py``) and the
+float32 reference (``reference.py``)."""
