@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import argparse
+import gc
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from .emit.format import GeneratorBug
@@ -61,8 +64,31 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+@contextmanager
+def _collector_paused() -> Iterator[None]:
+    """Pause the cyclic garbage collector for one generation.
+
+    A generation builds hundreds of thousands of small objects that live until it ends; each of
+    the collector's full passes walks all of them, which cost a third of a 1,000-operator run.
+    Little of it is cyclic garbage, so the memory is not missed, and the collector is restored
+    (for callers of ``main`` in the same process) before returning.
+    """
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    with _collector_paused():
+        return _regenerate(args)
+
+
+def _regenerate(args: argparse.Namespace) -> int:
     spec_path: Path = args.spec
     out: Path = args.out if args.out is not None else spec_path.parent / "generated"
     try:
