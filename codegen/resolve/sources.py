@@ -23,6 +23,7 @@ reported with how to bind the name explicitly.
 from __future__ import annotations
 
 import ast
+import hashlib
 import io
 import os
 import sys
@@ -47,6 +48,7 @@ class _Search:
     # read of the editable finders per run, however many launchers name the module.
     located: dict[str, tuple[Path | None, str | None]] = field(default_factory=dict)
     mappings: list[dict[str, Path]] | None = None
+    sha256: dict[Path, str] = field(default_factory=dict)  # of the bytes read from each file
 
 
 _search: ContextVar[_Search | None] = ContextVar("codegen_sources", default=None)
@@ -283,6 +285,7 @@ def _read(path: Path, state: _Search) -> _Module | str:
         data = path.read_bytes()
     except OSError as exc:
         return f"cannot read {where}: {exc.strerror or exc}"
+    state.sha256[path] = hashlib.sha256(data).hexdigest()
     try:
         encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
         text = data.decode(encoding)
@@ -324,13 +327,31 @@ def _locate(module: str, state: _Search) -> tuple[Path | None, str | None]:
     return None, why
 
 
+def module_file(module: str) -> Path | None:
+    """The source file ``module`` resolves to in the current search, or None."""
+    state = _search.get() or _Search(None)
+    if module not in state.located:
+        state.located[module] = _locate(module, state)
+    return state.located[module][0]
+
+
+def sources_read() -> dict[str, str]:
+    """Each module looked up so far in the current search -> the SHA-256 of its source file as
+    read (modules that were not found, or whose file could not be read, are left out)."""
+    state = _search.get() or _Search(None)
+    return {
+        module: state.sha256[path]
+        for module, (path, _) in state.located.items()
+        if path is not None and path in state.sha256
+    }
+
+
 def find_function(module: str, function: str) -> str | None:
     """None when ``module`` binds ``function`` at module level, else what is wrong."""
     state = _search.get() or _Search(None)
-    if module in state.located:
-        path, why = state.located[module]
-    else:
-        path, why = state.located[module] = _locate(module, state)
+    if module not in state.located:
+        state.located[module] = _locate(module, state)
+    path, why = state.located[module]
     if path is None:
         if why is not None:
             return (
