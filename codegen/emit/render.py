@@ -5,7 +5,6 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 from importlib import resources
-from pathlib import Path
 
 import jinja2
 
@@ -17,6 +16,7 @@ from ..views.op_module import op_view, package_view
 from ..views.test_module import tests_view
 from .format import Formatter, GeneratorBug
 from .literals import docstring, py
+from .locations import template_dir
 
 # Kept out of the literal so that tools skipping generated files do not skip the generator.
 MARKER = "@" + "generated"
@@ -40,15 +40,6 @@ STATIC = {
 def static_source(module: str) -> str:
     """The source of ``codegen.runtime.<module>``, read as package data (no import)."""
     return resources.files("codegen.runtime").joinpath(f"{module}.py").read_text(encoding="utf-8")
-
-
-def template_dir() -> Path:
-    packaged = (
-        Path(__file__).resolve().parent.parent / "templates"
-    )  # installed wheels carry them here
-    if packaged.is_dir():
-        return packaged
-    return Path(__file__).resolve().parent.parent.parent / "templates"  # a source checkout
 
 
 def environment() -> jinja2.Environment:
