@@ -9,9 +9,9 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from .emit import digest
 from .emit.format import GeneratorBug
-from .emit.writer import MANIFEST, write
-from .pipeline import generate
+from .emit.writer import MANIFEST, Report, write
 from .spec.errors import SpecError
 
 EXIT_OK, EXIT_DRIFT, EXIT_SPEC, EXIT_INTERNAL = 0, 1, 2, 3
@@ -107,8 +107,15 @@ def _regenerate(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return EXIT_SPEC
+    inputs = digest.inputs(data, spec_path.name)
+    listed = digest.up_to_date(out, inputs, spec_path.parent)
+    if listed is not None:  # Note [no-op digest]: nothing would change
+        return _report(args, out, Report(unchanged=[*listed, MANIFEST]))
+    sources: dict[str, str] = {}
     try:
-        files = generate(text, str(spec_path), spec_path.name)
+        from .pipeline import generate  # here: a run that changes nothing never imports torch
+
+        files = generate(text, str(spec_path), spec_path.name, sources=sources)
     except SpecError as exc:
         for diagnostic in exc.diagnostics:
             print(diagnostic, file=sys.stderr)
@@ -123,10 +130,16 @@ def _regenerate(args: argparse.Namespace) -> int:
         return _bug(exc, getattr(exc, "op", None))
     try:
         report = write(files, out, check=args.check)
+        if not args.check:
+            digest.record(out, inputs, sources, files)
     except OSError as exc:
         where = exc.filename or out
         print(f"{where}: error: cannot write the output: {exc.strerror or exc}", file=sys.stderr)
         return EXIT_INTERNAL
+    return _report(args, out, report)
+
+
+def _report(args: argparse.Namespace, out: Path, report: Report) -> int:
     if args.check:
         if report.drift:
             sys.stdout.writelines(report.diff)

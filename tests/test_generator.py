@@ -17,6 +17,7 @@ import torch
 from specs import replace
 
 from codegen.cli import main
+from codegen.emit.digest import CACHE
 from codegen.pipeline import analyse, generate, parse
 from codegen.spec.schema import SchemaError, parse_schema
 
@@ -29,7 +30,7 @@ def _tree(path: Path) -> dict[str, bytes]:
     return {
         p.relative_to(path).as_posix(): p.read_bytes()
         for p in sorted(path.rglob("*"))
-        if p.is_file() and "__pycache__" not in p.parts
+        if p.is_file() and "__pycache__" not in p.parts and CACHE not in p.parts
     }
 
 
