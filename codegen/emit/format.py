@@ -1,12 +1,13 @@
 """Formatting of generated Python with ruff, so templates can be written as plain code.
 
 Note [formatting]: templates write each statement the way a person would write it before
-formatting, and ``ruff format`` decides line breaks. Every file of one generation is formatted
-by a single ruff process (a temporary directory, ``--isolated`` so that no configuration of the
-surrounding project changes the bytes). ruff is a dependency of the generator, pinned to a minor
-release whose style is stable; a file that ruff cannot parse is a bug in the generator, reported
-as such (with the line and column ``compile`` gives) instead of being written.
-"""
+formatting, and ``ruff format`` decides line breaks. The files of one generation are written to
+a temporary directory and formatted by a few ruff processes, one a batch, each started as soon as
+its batch is rendered (``--isolated`` so that no configuration of the surrounding project changes
+the bytes; each file is formatted on its own, so batches do not change them either). ruff is a
+dependency of the generator, pinned to a minor release whose style is stable; a file that ruff
+cannot parse is a bug in the generator, reported as such (with the line and column ``compile``
+gives) instead of being written."""
 
 from __future__ import annotations
 
