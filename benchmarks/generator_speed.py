@@ -9,8 +9,9 @@ The spec of N operators repeats the shipped ops.yaml's operators under new names
   parses schemas with torch's own parser).
 
 Rounds interleave the commands (and the generators, with ``--baseline``) so machine noise hits
-each alike; the table shows medians of wall time, and ``beyond torch`` subtracts the median of
-``import torch`` measured in the same rounds.
+each alike; the table shows medians of wall time (``- torch`` subtracts the median of ``import
+torch`` measured in the same rounds) and of CPU time (the run's and its ruff processes'), which a
+busy machine disturbs less.
 
     python benchmarks/generator_speed.py [--ops 200 1000] [--rounds 5] [--baseline CHECKOUT]
 
@@ -23,6 +24,7 @@ from __future__ import annotations
 import argparse
 import os
 import re
+import resource
 import shutil
 import statistics
 import subprocess
@@ -60,13 +62,17 @@ def _tree(folder: Path) -> dict[str, tuple[bytes, int]]:
     }
 
 
-def _timed(cmd: list[str], cwd: Path, env: dict[str, str]) -> float:
+def _timed(cmd: list[str], cwd: Path, env: dict[str, str]) -> tuple[float, float]:
+    """Wall seconds, and CPU seconds of the command and everything it waited for (ruff)."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
     result = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True)
     elapsed = time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if result.returncode != 0:
         raise SystemExit(f"{' '.join(cmd)} failed:\n{result.stdout}{result.stderr}")
-    return elapsed
+    cpu = after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
+    return elapsed, cpu
 
 
 def main() -> None:
@@ -81,7 +87,7 @@ def main() -> None:
     if args.baseline is not None:
         generators = {"baseline": args.baseline.resolve(), "this": ROOT}
     base = args.spec.read_text(encoding="utf-8")
-    times: dict[tuple, list[float]] = {}
+    times: dict[tuple, list[tuple[float, float]]] = {}
     with tempfile.TemporaryDirectory(prefix="generator-speed-") as tmp:
         work = Path(tmp)
         specs = {}
@@ -111,8 +117,15 @@ def main() -> None:
                     if after != before:
                         changed = [k for k in after if after[k] != before.get(k)]
                         raise SystemExit(f"{name}: the no-op rerun touched {changed[:5]}")
-                    trees[name] = {k: content for k, (content, _) in after.items()}
-                if len(trees) == 2 and trees["baseline"] != trees["this"]:
+                    # The output, without the no-op digest's record (a cache, not output).
+                    trees[name] = {
+                        k: content
+                        for k, (content, _) in after.items()
+                        if not k.startswith(".codegen-cache/")
+                    }
+                if len(trees) == 2 and trees["baseline"] == trees["this"]:
+                    print(f"N={n}: the same {len(trees['this'])} files as the baseline's")
+                elif len(trees) == 2:
                     differ = [
                         k for k in trees["this"] if trees["this"][k] != trees["baseline"].get(k)
                     ]
@@ -120,17 +133,24 @@ def main() -> None:
                     print(f"N={n}: output differs from the baseline's: {differ[:5]} {missing[:5]}")
             print(f"round {r + 1}/{args.rounds} done", file=sys.stderr)
 
-    torch_s = statistics.median(times[("import torch",)])
-    print(f"\nmedians of {args.rounds} rounds, wall seconds; import torch alone: {torch_s:.2f} s\n")
-    print("| generator | N ops | cold | cold beyond torch | no-op | no-op beyond torch |")
-    print("| --- | ---: | ---: | ---: | ---: | ---: |")
+    def median(key: tuple, which: int) -> float:
+        return statistics.median(t[which] for t in times[key])
+
+    torch_wall, torch_cpu = median(("import torch",), 0), median(("import torch",), 1)
+    print(
+        f"\nmedians of {args.rounds} rounds, seconds; import torch alone: {torch_wall:.2f} wall, "
+        f"{torch_cpu:.2f} CPU (a no-op run does not import torch)\n"
+    )
+    print(
+        "| generator | N ops | cold wall | cold wall - torch | cold CPU | no-op wall | no-op CPU |"
+    )
+    print("| --- | ---: | ---: | ---: | ---: | ---: | ---: |")
     for n in args.ops:
         for name in generators:
-            cold = statistics.median(times[(name, n, "cold")])
-            noop = statistics.median(times[(name, n, "no-op")])
+            cold, noop = (name, n, "cold"), (name, n, "no-op")
             print(
-                f"| {name} | {n} | {cold:.2f} | {cold - torch_s:.2f} | {noop:.2f} "
-                f"| {noop - torch_s:.2f} |"
+                f"| {name} | {n} | {median(cold, 0):.2f} | {median(cold, 0) - torch_wall:.2f} "
+                f"| {median(cold, 1):.2f} | {median(noop, 0):.2f} | {median(noop, 1):.2f} |"
             )
 
 
