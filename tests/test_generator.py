@@ -84,6 +84,20 @@ def test_generated_code_is_ruff_clean(args):
     assert result.returncode == 0, result.stdout + result.stderr
 
 
+def test_a_package_in_a_folder_ruff_excludes_is_formatted_too(tmp_path):
+    """ruff leaves out folders like dist/ or venv/ when it looks for files; it is given each file."""
+    (tmp_path / "ops.yaml").write_text(replace("namespace: demo", "namespace: demo\npackage: dist"))
+    assert main(["regenerate", "--spec", str(tmp_path / "ops.yaml"), "-q"]) == 0
+    module = tmp_path / "generated" / "dist" / "l2norm.py"
+    result = subprocess.run(
+        [sys.executable, "-m", "ruff", "format", "--isolated", "--check", "--line-length=100"]
+        + [str(module)],
+        capture_output=True,
+        text=True,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
 def test_package_import_loads_no_backend():
     code = (
         "import sys, attnops; "
