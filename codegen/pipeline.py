@@ -6,7 +6,7 @@ from pathlib import Path
 
 from .emit.render import render
 from .resolve.resolved import ResolvedOp, resolve
-from .resolve.sources import searching
+from .resolve.sources import searching, sources_read
 from .resolve.validate import validate
 from .spec.build import build
 from .spec.errors import Errors
@@ -15,9 +15,13 @@ from .spec.model import Spec
 
 
 def analyse(
-    text: str, path: str, check_imports: bool = True
+    text: str, path: str, check_imports: bool = True, sources: dict[str, str] | None = None
 ) -> tuple[Spec, tuple[ResolvedOp, ...]]:
-    """Load, build, resolve and validate a spec; raises SpecError listing every problem."""
+    """Load, build, resolve and validate a spec; raises SpecError listing every problem.
+
+    ``sources``, when given, receives each launcher or reference module that was read, with the
+    SHA-256 of its source (for the manifest's digest, Note [no-op digest] in emit/digest.py).
+    """
     errors = Errors()
     root = load_spec(text, path, errors)
     spec = build(root, path, errors)
@@ -30,6 +34,8 @@ def analyse(
         # at their own file:line:col (Note [static lookup] in resolve/sources.py).
         with searching(Path(path).parent) as unreadable:
             validate(ops, errors, check_imports=check_imports)
+            if sources is not None:
+                sources.update(sources_read())
         errors.items.extend(unreadable)
     errors.raise_if_any()
     return spec, ops
@@ -39,6 +45,12 @@ def parse(text: str, path: str, check_imports: bool = True) -> Spec:
     return analyse(text, path, check_imports)[0]
 
 
-def generate(text: str, path: str, spec_name: str, check_imports: bool = True) -> dict[str, str]:
-    spec, ops = analyse(text, path, check_imports)
+def generate(
+    text: str,
+    path: str,
+    spec_name: str,
+    check_imports: bool = True,
+    sources: dict[str, str] | None = None,
+) -> dict[str, str]:
+    spec, ops = analyse(text, path, check_imports, sources)
     return render(spec, ops, spec_name)

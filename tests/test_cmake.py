@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from codegen.emit.digest import CACHE
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -16,7 +18,7 @@ def _tree(path: Path) -> dict[str, bytes]:
     return {
         p.relative_to(path).as_posix(): p.read_bytes()
         for p in sorted(path.rglob("*"))
-        if p.is_file() and "__pycache__" not in p.parts
+        if p.is_file() and "__pycache__" not in p.parts and CACHE not in p.parts
     }
 
 

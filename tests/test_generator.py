@@ -17,6 +17,7 @@ import torch
 from specs import replace
 
 from codegen.cli import main
+from codegen.emit.digest import CACHE
 from codegen.pipeline import analyse, generate, parse
 from codegen.spec.schema import SchemaError, parse_schema
 
@@ -29,7 +30,7 @@ def _tree(path: Path) -> dict[str, bytes]:
     return {
         p.relative_to(path).as_posix(): p.read_bytes()
         for p in sorted(path.rglob("*"))
-        if p.is_file() and "__pycache__" not in p.parts
+        if p.is_file() and "__pycache__" not in p.parts and CACHE not in p.parts
     }
 
 
@@ -77,6 +78,20 @@ def test_generated_code_is_ruff_clean(args):
     result = subprocess.run(
         [sys.executable, "-m", "ruff", *args, str(GENERATED)],
         cwd=ROOT,
+        capture_output=True,
+        text=True,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_a_package_in_a_folder_ruff_excludes_is_formatted_too(tmp_path):
+    """ruff leaves out folders like dist/ or venv/ when it looks for files; it is given each file."""
+    (tmp_path / "ops.yaml").write_text(replace("namespace: demo", "namespace: demo\npackage: dist"))
+    assert main(["regenerate", "--spec", str(tmp_path / "ops.yaml"), "-q"]) == 0
+    module = tmp_path / "generated" / "dist" / "l2norm.py"
+    result = subprocess.run(
+        [sys.executable, "-m", "ruff", "format", "--isolated", "--check", "--line-length=100"]
+        + [str(module)],
         capture_output=True,
         text=True,
     )

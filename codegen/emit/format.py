@@ -1,12 +1,13 @@
 """Formatting of generated Python with ruff, so templates can be written as plain code.
 
 Note [formatting]: templates write each statement the way a person would write it before
-formatting, and ``ruff format`` decides line breaks. Every file of one generation is formatted
-by a single ruff process (a temporary directory, ``--isolated`` so that no configuration of the
-surrounding project changes the bytes). ruff is a dependency of the generator, pinned to a minor
-release whose style is stable; a file that ruff cannot parse is a bug in the generator, reported
-as such instead of being written.
-"""
+formatting, and ``ruff format`` decides line breaks. The files of one generation are written to
+a temporary directory and formatted by a few ruff processes, one a batch, each started as soon as
+its batch is rendered (``--isolated`` so that no configuration of the surrounding project changes
+the bytes; each file is formatted on its own, so batches do not change them either). ruff is a
+dependency of the generator, pinned to a minor release whose style is stable; a file that ruff
+cannot parse is a bug in the generator, reported as such (with the line and column ``compile``
+gives) instead of being written."""
 
 from __future__ import annotations
 
@@ -41,39 +42,144 @@ def _ruff() -> list[str]:
         return [sys.executable, "-m", "ruff"]
 
 
-def format_sources(files: dict[str, str]) -> dict[str, str]:
-    """Return ``files`` with every ``*.py`` entry formatted; other entries unchanged."""
-    python = {rel: text for rel, text in files.items() if rel.endswith(".py")}
-    for rel, text in python.items():
+def _compile_error(python: dict[str, str]) -> GeneratorBug | None:
+    """The first file (in path order) that does not compile, as the bug to report; else None."""
+    for rel, text in sorted(python.items()):
         try:
             compile(text, rel, "exec", dont_inherit=True)
         except SyntaxError as exc:
-            raise GeneratorBug(
+            return GeneratorBug(
                 f"generated {rel}:{exc.lineno}:{exc.offset} does not compile: {exc.msg}", rel=rel
-            ) from None
-    if not python:
-        return dict(files)
-    with tempfile.TemporaryDirectory(prefix="codegen-format-") as tmp:
-        root = Path(tmp)
-        for rel, text in python.items():
-            path = root / rel
-            path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text(text, encoding="utf-8", newline="\n")
-        result = subprocess.run(
-            [
-                *_ruff(),
-                "format",
-                "--isolated",
-                "--quiet",
-                f"--line-length={LINE_LENGTH}",
-                f"--target-version={TARGET}",
-                ".",
-            ],
-            cwd=root,
-            capture_output=True,
-            text=True,
+            )
+    return None
+
+
+SHM = "/dev/shm"
+
+
+def _scratch_parent() -> str | None:
+    """Where the files to format go: a memory-backed folder when there is one with room.
+
+    Formatting writes, rewrites and deletes every generated file once; on a disk that costs
+    seconds for a thousand operators, in memory next to nothing. A temporary folder the
+    environment names (TMPDIR, TEMP, TMP) is used as it is; None means the system's default.
+    """
+    if any(os.environ.get(name) for name in ("TMPDIR", "TEMP", "TMP")):
+        return None
+    try:
+        fs = os.statvfs(SHM)
+    except (OSError, AttributeError):  # no /dev/shm, or no statvfs (Windows)
+        return None
+    if fs.f_bavail * fs.f_frsize < 1 << 30 or not os.access(SHM, os.W_OK | os.X_OK):
+        return None
+    return SHM
+
+
+# Rendered text handed to one ruff process: ruff formats a batch while the next is rendered.
+BATCH_CHARS = 2_000_000
+BATCH_FILES = 500  # and at most this many paths on one command line
+
+
+class Formatter:
+    """Formats generated files with ruff as they are rendered (Note [formatting]).
+
+    ``add`` a file at a time inside ``with Formatter() as f:``; ``result()`` returns every file,
+    the ``*.py`` ones formatted. Each batch of about ``BATCH_CHARS`` characters is written to a
+    temporary folder and handed to its own ruff process at once, so ruff works on one batch
+    while the generator renders the next; every file is formatted alone, so the bytes do not
+    depend on the batches. Nothing is compiled while ruff succeeds: ruff parses every file and
+    refuses one that does not parse, and only then is each file compiled, to name the first that
+    does not compile with the line and column ``compile`` gives.
+    """
+
+    def __init__(self, batch_chars: int = BATCH_CHARS) -> None:
+        self.batch_chars = batch_chars
+        self.files: dict[str, str] = {}
+        self.python: dict[str, str] = {}
+        self._pending: list[str] = []
+        self._pending_chars = 0
+        self._runs: list[subprocess.Popen] = []
+        self._tmp: tempfile.TemporaryDirectory | None = None
+
+    def __enter__(self) -> Formatter:
+        self._tmp = tempfile.TemporaryDirectory(prefix="codegen-format-", dir=_scratch_parent())
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        for run in self._runs:
+            if run.poll() is None:
+                run.kill()
+            run.communicate()
+        self._runs.clear()
+        self._tmp.cleanup()
+
+    @property
+    def _root(self) -> Path:
+        return Path(self._tmp.name)
+
+    def add(self, rel: str, text: str) -> None:
+        if rel in self.files:
+            raise GeneratorBug(f"two generated files have the path {rel}", rel=rel)
+        self.files[rel] = text
+        if not rel.endswith(".py"):
+            return
+        self.python[rel] = text
+        path = self._root / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8", newline="\n")
+        self._pending.append(rel)
+        self._pending_chars += len(text)
+        if self._pending_chars >= self.batch_chars or len(self._pending) >= BATCH_FILES:
+            self._start()
+
+    def _start(self) -> None:
+        if not self._pending:
+            return
+        self._runs.append(
+            subprocess.Popen(
+                [
+                    *_ruff(),
+                    "format",
+                    "--isolated",
+                    "--quiet",
+                    f"--line-length={LINE_LENGTH}",
+                    f"--target-version={TARGET}",
+                    "--",
+                    *self._pending,
+                ],
+                cwd=self._root,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
         )
-        if result.returncode != 0:
-            raise GeneratorBug("ruff format failed on generated code: " + result.stderr.strip())
-        formatted = {rel: (root / rel).read_text(encoding="utf-8") for rel in python}
-    return {rel: formatted.get(rel, text) for rel, text in files.items()}
+        self._pending = []
+        self._pending_chars = 0
+
+    def result(self) -> dict[str, str]:
+        """Every file added, in path order, the Python ones formatted."""
+        self._start()
+        failed = []
+        for run in self._runs:
+            _, stderr = run.communicate()
+            if run.returncode != 0:
+                failed.append(stderr.strip())
+        if failed:
+            bug = _compile_error(self.python)
+            if bug is not None:
+                raise bug
+            raise GeneratorBug("ruff format failed on generated code: " + "\n".join(failed))
+        root = self._root
+        return {
+            rel: (root / rel).read_text(encoding="utf-8") if rel in self.python else text
+            for rel, text in sorted(self.files.items())
+        }
+
+
+def format_sources(files: dict[str, str]) -> dict[str, str]:
+    """Return ``files`` (in path order) with every ``*.py`` entry formatted."""
+    with Formatter() as formatter:
+        for rel, text in files.items():
+            formatter.add(rel, text)
+        return formatter.result()

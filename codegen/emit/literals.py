@@ -45,6 +45,7 @@ _QUOTE_RUN = re.compile(r'"(?="|$)')
 _ESCAPES = {"\\": "\\\\", "\t": "\\t", "\r": "\\r"} | {
     chr(c): f"\\x{c:02x}" for c in [*range(0x20), 0x7F] if chr(c) not in "\n\t\r"
 }
+_ESCAPE_TABLE = str.maketrans(_ESCAPES)
 
 
 def docstring(text: object, indent: str = "    ") -> str:
@@ -54,7 +55,7 @@ def docstring(text: object, indent: str = "    ") -> str:
     is escaped, so no run of three quotes can close the string early. Lines are split on
     newlines only: other characters that ``str.splitlines`` treats as breaks stay in the text.
     """
-    body = "".join(_ESCAPES.get(c) or c for c in str(text))
+    body = str(text).translate(_ESCAPE_TABLE)
     body = _QUOTE_RUN.sub('\\\\"', body)
     lines = body.split("\n")
     return "\n".join([lines[0]] + [indent + ln if ln.strip() else "" for ln in lines[1:]])

@@ -5,7 +5,6 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 from importlib import resources
-from pathlib import Path
 
 import jinja2
 
@@ -15,8 +14,9 @@ from ..spec.model import Spec
 from ..spec.shapes import EvaluationError
 from ..views.op_module import op_view, package_view
 from ..views.test_module import tests_view
-from .format import GeneratorBug, format_sources
+from .format import Formatter, GeneratorBug
 from .literals import docstring, py
+from .locations import template_dir
 
 # Kept out of the literal so that tools skipping generated files do not skip the generator.
 MARKER = "@" + "generated"
@@ -41,15 +41,6 @@ STATIC = {
 def static_source(module: str) -> str:
     """The source of ``codegen.runtime.<module>``, read as package data (no import)."""
     return resources.files("codegen.runtime").joinpath(f"{module}.py").read_text(encoding="utf-8")
-
-
-def template_dir() -> Path:
-    packaged = (
-        Path(__file__).resolve().parent.parent / "templates"
-    )  # installed wheels carry them here
-    if packaged.is_dir():
-        return packaged
-    return Path(__file__).resolve().parent.parent.parent / "templates"  # a source checkout
 
 
 def environment() -> jinja2.Environment:
@@ -90,7 +81,25 @@ def rendering(op: str | None, loc: Location | None = None) -> Iterator[None]:
 
 
 def render(spec: Spec, ops: tuple[ResolvedOp, ...], spec_name: str) -> dict[str, str]:
-    """Map each output path (relative to the output dir) to its content."""
+    """Map each output path (relative to the output dir) to its content, in path order."""
+    owner: dict[str, str] = {}  # generated file -> the operator it belongs to
+    try:
+        with Formatter() as formatter:
+            _render_into(formatter, owner, spec, ops, spec_name)
+            return formatter.result()
+    except GeneratorBug as exc:
+        exc.op = exc.op or owner.get(exc.rel or "")
+        raise
+
+
+def _render_into(
+    formatter: Formatter,
+    owner: dict[str, str],
+    spec: Spec,
+    ops: tuple[ResolvedOp, ...],
+    spec_name: str,
+) -> None:
+    """Hand every file to ``formatter`` as it is rendered, so ruff formats while this renders."""
     with rendering(None):
         env = environment()
         head = header(spec_name)
@@ -99,27 +108,20 @@ def render(spec: Spec, ops: tuple[ResolvedOp, ...], spec_name: str) -> dict[str,
             with rendering(r.name):
                 views[r.name] = op_view(r)
         pkg = package_view(spec.namespace, spec.package, tuple(views.values()))
-        files: dict[str, str] = {}
-        owner: dict[str, str] = {}  # generated file -> the operator it belongs to
         root = spec.package
-        files[f"{root}/__init__.py"] = env.get_template("init.py.jinja").render(
-            header=head, pkg=pkg
+        formatter.add(
+            f"{root}/__init__.py", env.get_template("init.py.jinja").render(header=head, pkg=pkg)
         )
         for rel, module in STATIC.items():
-            files[rel.format(package=root)] = f"{head}\n{static_source(module)}"
+            formatter.add(rel.format(package=root), f"{head}\n{static_source(module)}")
         op_template = env.get_template("op.py.jinja")
         test_template = env.get_template("test_op.py.jinja")
         for r in ops:
             with rendering(r.name, r.op.loc):
                 view = views[r.name]
                 rel = f"{root}/{view.module}.py"
-                files[rel] = op_template.render(header=head, op=view)
-                tv = tests_view(spec, r)
                 test_rel = f"tests/{r.names.test_module}.py"
-                files[test_rel] = test_template.render(header=head, t=tv)
                 owner[rel] = owner[test_rel] = r.name
-        try:
-            return format_sources(dict(sorted(files.items())))
-        except GeneratorBug as exc:
-            exc.op = exc.op or owner.get(exc.rel or "")
-            raise
+                formatter.add(rel, op_template.render(header=head, op=view))
+                tv = tests_view(spec, r)
+                formatter.add(test_rel, test_template.render(header=head, t=tv))

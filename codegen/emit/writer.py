@@ -63,8 +63,11 @@ def read_manifest(out: Path) -> list[str] | None:
     return [rel for line in text.splitlines() if (rel := _safe_rel(line.strip())) is not None]
 
 
-def _marked_files(out: Path) -> set[str]:
-    """Files under ``out`` whose first line carries the generated marker (migration only)."""
+def _marked_files(out: Path, skip: set[str] | frozenset[str] = frozenset()) -> set[str]:
+    """Files under ``out`` whose first line carries the generated marker (migration only).
+
+    Paths in ``skip`` (the files just generated) are not opened, nor returned.
+    """
     from .render import MARKER  # imported here: the writer alone loads neither torch nor jinja2
 
     found = set()
@@ -73,13 +76,16 @@ def _marked_files(out: Path) -> set[str]:
     for path in out.rglob("*.py"):
         if "__pycache__" in path.parts:
             continue
+        rel = path.relative_to(out).as_posix()
+        if rel in skip:
+            continue
         try:
             with path.open(encoding="utf-8") as f:
                 first = f.readline()
         except (OSError, UnicodeDecodeError):
             continue
         if MARKER in first:
-            found.add(path.relative_to(out).as_posix())
+            found.add(rel)
     return found
 
 
@@ -142,7 +148,7 @@ def write(files: dict[str, str], out: Path, check: bool = False) -> Report:
         elif rel != MANIFEST:
             _atomic_write(path, content, mode)
     if recorded is None:
-        report.unrecorded = sorted(_marked_files(out) - set(files))
+        report.unrecorded = sorted(_marked_files(out, set(files)))
     for rel in sorted(set(recorded or ()) - set(files)):
         path = out / rel
         old = _read(path)

@@ -23,6 +23,7 @@ reported with how to bind the name explicitly.
 from __future__ import annotations
 
 import ast
+import hashlib
 import io
 import os
 import sys
@@ -43,6 +44,11 @@ class _Search:
     spec_dir: Path | None
     diagnostics: list[Diagnostic] = field(default_factory=list)
     modules: dict[Path, _Module | str] = field(default_factory=dict)
+    # Module name -> (source file or None, why not found): one search, one folder scan and one
+    # read of the editable finders per run, however many launchers name the module.
+    located: dict[str, tuple[Path | None, str | None]] = field(default_factory=dict)
+    mappings: list[dict[str, Path]] | None = None
+    sha256: dict[Path, str] = field(default_factory=dict)  # of the bytes read from each file
 
 
 _search: ContextVar[_Search | None] = ContextVar("codegen_sources", default=None)
@@ -126,16 +132,23 @@ def _pyproject_mapping(spec_dir: Path) -> dict[str, Path]:
     }
 
 
-def _candidates(module: str, spec_dir: Path | None) -> Iterator[tuple[Path, list[str]]]:
+def _mappings(state: _Search, dirs: list[Path]) -> list[dict[str, Path]]:
+    """The editable finders' mapping, then the spec folder's pyproject one (read once a run)."""
+    if state.mappings is None:
+        state.mappings = [_editable_mapping(dirs)]
+        if state.spec_dir is not None:
+            state.mappings.append(_pyproject_mapping(state.spec_dir))
+    return state.mappings
+
+
+def _candidates(module: str, state: _Search) -> Iterator[tuple[Path, list[str]]]:
     """(folder or file of a leading part of ``module``, the parts left to descend)."""
+    spec_dir = state.spec_dir
     parts = module.split(".")
     dirs = _path_dirs()
     for d in dirs:
         yield d, parts
-    mappings = [_editable_mapping(dirs)]
-    if spec_dir is not None:
-        mappings.append(_pyproject_mapping(spec_dir))
-    for i, mapping in enumerate(mappings):
+    for i, mapping in enumerate(_mappings(state, dirs)):
         for n in range(len(parts), 0, -1):
             folder = mapping.get(".".join(parts[:n]))
             if folder is not None:
@@ -272,6 +285,7 @@ def _read(path: Path, state: _Search) -> _Module | str:
         data = path.read_bytes()
     except OSError as exc:
         return f"cannot read {where}: {exc.strerror or exc}"
+    state.sha256[path] = hashlib.sha256(data).hexdigest()
     try:
         encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
         text = data.decode(encoding)
@@ -302,16 +316,42 @@ def _located(state: _Search, where: str, line: int, col: int, message: str) -> s
     return f"cannot read {where}:{line}:{col}: {message}"
 
 
-def find_function(module: str, function: str) -> str | None:
-    """None when ``module`` binds ``function`` at module level, else what is wrong."""
-    state = _search.get() or _Search(None)
+def _locate(module: str, state: _Search) -> tuple[Path | None, str | None]:
+    """The source file of ``module``, or None with why (None when simply not found)."""
     why = None
-    path = None
-    for base, parts in _candidates(module, state.spec_dir):
+    for base, parts in _candidates(module, state):
         path, reason = _descend(base, parts)
         why = why or reason
         if path is not None:
-            break
+            return path, why
+    return None, why
+
+
+def module_file(module: str) -> Path | None:
+    """The source file ``module`` resolves to in the current search, or None."""
+    state = _search.get() or _Search(None)
+    if module not in state.located:
+        state.located[module] = _locate(module, state)
+    return state.located[module][0]
+
+
+def sources_read() -> dict[str, str]:
+    """Each module looked up so far in the current search -> the SHA-256 of its source file as
+    read (modules that were not found, or whose file could not be read, are left out)."""
+    state = _search.get() or _Search(None)
+    return {
+        module: state.sha256[path]
+        for module, (path, _) in state.located.items()
+        if path is not None and path in state.sha256
+    }
+
+
+def find_function(module: str, function: str) -> str | None:
+    """None when ``module`` binds ``function`` at module level, else what is wrong."""
+    state = _search.get() or _Search(None)
+    if module not in state.located:
+        state.located[module] = _locate(module, state)
+    path, why = state.located[module]
     if path is None:
         if why is not None:
             return (

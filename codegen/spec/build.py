@@ -71,9 +71,9 @@ def _spec(reader: Reader, root: Node) -> Spec | None:
                 "'ops' must be a non-empty mapping of operator names to definitions",
             )
         else:
-            for name, node in ops_node.value.items():
+            for name, key_loc, node in ops_node.value.entries:
                 reader.op = name
-                op = _op(reader, name, ops_node.value.key_loc(name), node, namespace)
+                op = _op(reader, name, key_loc, node, namespace)
                 reader.op = None
                 if op is not None:
                     ops.append(op)

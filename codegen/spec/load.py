@@ -77,24 +77,49 @@ def _loc(path: str, mark: yaml.Mark) -> Location:
     return Location(path, mark.line + 1, mark.column + 1)
 
 
+# Scalars the spec uses, constructed without construct_object's bookkeeping (the same
+# constructor is called, so values and errors are the same). Plain strings are the text itself.
+_STR_TAG = "tag:yaml.org,2002:str"
+_SCALAR_CONSTRUCTORS = {
+    tag: _Loader.yaml_constructors[tag]
+    for tag in (
+        "tag:yaml.org,2002:int",
+        "tag:yaml.org,2002:float",
+        "tag:yaml.org,2002:bool",
+        "tag:yaml.org,2002:null",
+    )
+}
+
+
+def _scalar(node: yaml.ScalarNode, loader) -> Any:
+    if node.tag == _STR_TAG:
+        return node.value
+    constructor = _SCALAR_CONSTRUCTORS.get(node.tag)
+    if constructor is None:
+        return loader.construct_object(node)
+    return constructor(loader, node)
+
+
 def _convert(node: yaml.Node, path: str, loader, errors: Errors) -> Node:
-    loc = _loc(path, node.start_mark)
-    if isinstance(node, (yaml.MappingNode, yaml.SequenceNode)) and node.tag not in _PLAIN_TAGS:
+    mark = node.start_mark
+    loc = Location(path, mark.line + 1, mark.column + 1)
+    cls = type(node)
+    if cls is not yaml.ScalarNode and node.tag not in _PLAIN_TAGS:
         errors.add(loc, f"unsupported YAML tag '{node.tag}'")
         return Node(None, loc)
-    if isinstance(node, yaml.MappingNode):
+    if cls is yaml.MappingNode:
         entries = []
         seen: dict[str, Location] = {}
         for key_node, value_node in node.value:
             key_loc = _loc(path, key_node.start_mark)
-            if not isinstance(key_node, yaml.ScalarNode):
+            if type(key_node) is not yaml.ScalarNode:
                 errors.add(key_loc, "mapping keys must be plain strings")
                 continue
             if key_node.tag == _MERGE_TAG or (key_node.value == "<<" and key_node.style is None):
                 errors.add(key_loc, "YAML merge keys ('<<') are not supported; write the keys out")
                 continue
             try:
-                key = loader.construct_object(key_node)
+                key = _scalar(key_node, loader)
             except (yaml.YAMLError, ValueError, TypeError, OverflowError, AttributeError) as exc:
                 errors.add(key_loc, f"invalid YAML key: {getattr(exc, 'problem', None) or exc}")
                 continue
@@ -109,13 +134,13 @@ def _convert(node: yaml.Node, path: str, loader, errors: Errors) -> Node:
             seen[key] = key_loc
             entries.append((key, key_loc, _convert(value_node, path, loader, errors)))
         return Node(Mapping(tuple(entries)), loc)
-    if isinstance(node, yaml.SequenceNode):
-        return Node(tuple(_convert(item, path, loader, errors) for item in node.value), loc)
+    if cls is yaml.SequenceNode:
+        return Node(tuple([_convert(item, path, loader, errors) for item in node.value]), loc)
     shift = None
-    if node.start_mark.line == node.end_mark.line and node.style in (None, '"', "'"):
+    if mark.line == node.end_mark.line and node.style in (None, '"', "'"):
         shift = 1 if node.style else 0
     try:
-        value = loader.construct_object(node)
+        value = _scalar(node, loader)
     except yaml.YAMLError as exc:
         errors.add(loc, f"invalid YAML value: {getattr(exc, 'problem', None) or exc}")
         return Node(None, loc)
@@ -135,25 +160,33 @@ def _convert(node: yaml.Node, path: str, loader, errors: Errors) -> Node:
 def _check_events(text: str, path: str, errors: Errors) -> None:
     """Refuse anchors, aliases and deep nesting before a node is composed (see the module doc)."""
     depth = 0
-    for event in yaml.parse(text, Loader=_Loader):
-        loc = _loc(path, event.start_mark)
-        if isinstance(event, yaml.AliasEvent):
-            errors.add(
-                loc,
-                f"YAML anchors and aliases are not supported (alias '*{event.anchor}'); write the value out",
-            )
-        elif getattr(event, "anchor", None) is not None:
-            errors.add(
-                loc,
-                f"YAML anchors and aliases are not supported (anchor '&{event.anchor}'); write the value out",
-            )
-        if isinstance(event, (yaml.MappingStartEvent, yaml.SequenceStartEvent)):
-            depth += 1
-            if depth > MAX_DEPTH:
-                errors.add(loc, f"the spec nests deeper than {MAX_DEPTH} levels")
-                return
-        elif isinstance(event, (yaml.MappingEndEvent, yaml.SequenceEndEvent)):
-            depth -= 1
+    parser = _Loader(text)
+    try:
+        while parser.check_event():
+            event = parser.get_event()
+            cls = type(event)
+            if cls is yaml.AliasEvent:
+                errors.add(
+                    _loc(path, event.start_mark),
+                    f"YAML anchors and aliases are not supported (alias '*{event.anchor}'); write the value out",
+                )
+            elif getattr(event, "anchor", None) is not None:
+                errors.add(
+                    _loc(path, event.start_mark),
+                    f"YAML anchors and aliases are not supported (anchor '&{event.anchor}'); write the value out",
+                )
+            if cls is yaml.MappingStartEvent or cls is yaml.SequenceStartEvent:
+                depth += 1
+                if depth > MAX_DEPTH:
+                    errors.add(
+                        _loc(path, event.start_mark),
+                        f"the spec nests deeper than {MAX_DEPTH} levels",
+                    )
+                    return
+            elif cls is yaml.MappingEndEvent or cls is yaml.SequenceEndEvent:
+                depth -= 1
+    finally:
+        parser.dispose()
 
 
 def _syntax_error(exc: yaml.YAMLError, text: str, path: str) -> tuple[Location, str]:

@@ -9,6 +9,7 @@ tree, never pasted from the spec.
 from __future__ import annotations
 
 import ast
+import functools
 from dataclasses import dataclass
 
 ELLIPSIS = "..."
@@ -22,6 +23,12 @@ class ShapeError(Exception):
 
 class EvaluationError(ShapeError):
     """An expression that cannot be evaluated for given sizes (a division by zero)."""
+
+
+@functools.cache
+def _parsed(text: str) -> ast.expr:
+    """The tree of a checked expression's text: only read, so one is shared by every use."""
+    return ast.parse(text, mode="eval").body
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,13 +45,13 @@ class Expr:
         return self.text if self.names == (self.text,) else None
 
     def render(self, rename: dict[str, str]) -> str:
-        return _render(ast.parse(self.text, mode="eval").body, rename)
+        return _render(_parsed(self.text), rename)
 
     def evaluate(
         self, env: dict[str, int], tensors: dict[str, tuple[int, ...] | None] | None = None
     ) -> int:
         """Value for sizes ``env``; ``tensors`` gives shapes of inputs (None: absent)."""
-        return _evaluate(ast.parse(self.text, mode="eval").body, env, tensors or {})
+        return _evaluate(_parsed(self.text), env, tensors or {})
 
 
 @dataclass(frozen=True, slots=True)
