@@ -3,7 +3,7 @@ import triton
 import triton.language as tl
 from torch import Tensor
 
-from .._triton import wrap_triton
+from .._triton import launchable, next_power_of_2
 
 
 @triton.jit
@@ -36,7 +36,8 @@ def _block_row_count_kernel(
 @triton.jit
 def _block_row_write_kernel(
     m_ptr,
-    start_ptr,
+    end_ptr,
+    cnt_ptr,
     out_ptr,
     H,
     QB,
@@ -53,7 +54,8 @@ def _block_row_write_kernel(
     h = bh % H
     b = bh // H
     base = m_ptr + b * m_sb + h * m_sh + qi * m_sq
-    pos = tl.load(start_ptr + row).to(tl.int64)
+    # This row's first slot: the inclusive scan of the counts less its own count.
+    pos = tl.load(end_ptr + row).to(tl.int64) - tl.load(cnt_ptr + row).to(tl.int64)
     for start in range(0, KB, BLOCK_KB):
         offs = start + tl.arange(0, BLOCK_KB)
         m = tl.load(base + offs * m_sk, mask=offs < KB, other=0)
@@ -91,18 +93,19 @@ def block_mask_worklist(mask) -> Tensor:
     rows = B * H * QB
     if rows == 0 or KB == 0:
         return torch.empty((0, 4), dtype=torch.int32, device=mask.device)
-    BLOCK_KB = min(1024, max(16, triton.next_power_of_2(KB)))
+    BLOCK_KB = min(1024, max(16, next_power_of_2(KB)))
     strides = m.stride()
-    counts = torch.empty((rows,), dtype=torch.int32, device=mask.device)
-    wrap_triton(_block_row_count_kernel)[(rows,)](m, counts, H, QB, KB, *strides, BLOCK_KB=BLOCK_KB)
+    counts = m.new_empty((rows,), dtype=torch.int32)
+    launchable(_block_row_count_kernel, counts)[(rows,)](
+        m, counts, H, QB, KB, *strides, BLOCK_KB=BLOCK_KB
+    )
     ends = torch.cumsum(counts, dim=0, dtype=torch.int64)
     # The one host sync: nnz sizes the output (the op is registered as opaque).
     nnz = int(ends[-1].item())
-    out = torch.empty((nnz, 4), dtype=torch.int32, device=mask.device)
+    out = counts.new_empty((nnz, 4))
     if nnz == 0:
         return out
-    starts = ends - counts
-    wrap_triton(_block_row_write_kernel)[(rows,)](
-        m, starts, out, H, QB, KB, *strides, BLOCK_KB=BLOCK_KB
+    launchable(_block_row_write_kernel, out)[(rows,)](
+        m, ends, counts, out, H, QB, KB, *strides, BLOCK_KB=BLOCK_KB
     )
     return out

@@ -1,8 +1,10 @@
+import functools
+
 import torch
 import triton
 import triton.language as tl
 
-from .._triton import wrap_triton
+from .._triton import cdiv, launchable, next_power_of_2
 
 _BT = 64
 _MAX_K = 256
@@ -521,17 +523,19 @@ def _gla_bwd_dg_kernel(
 _INTERPRETED = type(_gla_fwd_kernel).__name__ == "InterpretedFunction"
 
 
+@functools.cache
 def _mode(dtype):
     if dtype == torch.float32:
         return 1
     return 2 if _INTERPRETED and dtype == torch.bfloat16 else 0
 
 
+@functools.cache
 def _config(K, V, dtype, bwd):
     """(BK, BV, num_warps, num_stages) for a launch."""
     if K > _MAX_K:
         raise ValueError(f"chunk_gla: K={K} exceeds the supported maximum {_MAX_K}")
-    BK = max(64, triton.next_power_of_2(K))
+    BK = max(64, next_power_of_2(K))
     if dtype == torch.float32:
         # ieee fp32 dots run on FMA units, not wgmma; smaller V blocks were faster on H200.
         return BK, 32, 4, 1
@@ -572,6 +576,13 @@ def _packed(cu_seqlens, B, T, device):
         raise ValueError(f"chunk_gla: packed sequences (cu_seqlens) need B == 1, got B = {B}")
     # The kernels read cu_seqlens[i] at cu + i.
     return cu_seqlens.contiguous(), cu_seqlens.shape[0] - 1
+
+
+def _float32(x):
+    """None, or ``x`` as a contiguous float32 tensor (itself when it already is one)."""
+    if x is None or (x.dtype is torch.float32 and x.is_contiguous()):
+        return x
+    return x.to(torch.float32).contiguous()
 
 
 def _per_sequence(name, x, shape):
@@ -620,7 +631,7 @@ def chunk_gla_fwd(
     _per_sequence("initial_state", initial_state, (N, H, K, V))
     o = q.new_empty((B, T, H, V))
     ht = q.new_empty((N, H, K, V), dtype=torch.float32) if output_final_state else None
-    h0 = None if initial_state is None else initial_state.to(torch.float32).contiguous()
+    h0 = _float32(initial_state)
 
     if N * H * K * V == 0 or B * T == 0:
         # Nothing to launch: no tokens, so outputs are zeros and the state passes through.
@@ -632,11 +643,12 @@ def chunk_gla_fwd(
                 ht.copy_(h0)
         return o, ht
 
-    g = g.to(torch.float32)
+    if g.dtype is not torch.float32:
+        g = g.to(torch.float32)
     BK, BV, nw, ns = _config(K, V, q.dtype, False)
-    NV = triton.cdiv(V, BV)
+    NV = cdiv(V, BV)
     grid = (N * H, NV)
-    wrap_triton(_gla_fwd_kernel)[grid](
+    launchable(_gla_fwd_kernel, o)[grid](
         q,
         k,
         v,
@@ -700,8 +712,8 @@ def chunk_gla_bwd(q, k, v, g, scale: float | None, initial_state, cu_seqlens, do
     dv = v.new_empty((B, T, H, V))
     dg = q.new_empty((B, T, H), dtype=torch.float32)
     dh0 = q.new_empty((N, H, K, V), dtype=torch.float32)
-    h0 = None if initial_state is None else initial_state.to(torch.float32).contiguous()
-    dht = None if dht is None else dht.to(torch.float32).contiguous()
+    h0 = _float32(initial_state)
+    dht = _float32(dht)
 
     if N * H * K * V == 0 or B * T == 0:
         dq.zero_()
@@ -714,9 +726,10 @@ def chunk_gla_bwd(q, k, v, g, scale: float | None, initial_state, cu_seqlens, do
             dh0.copy_(dht)
         return dq, dk, dv, dg, dh0
 
-    g = g.to(torch.float32)
+    if g.dtype is not torch.float32:
+        g = g.to(torch.float32)
     BK, BV, nw, ns = _config(K, V, q.dtype, True)
-    NV = triton.cdiv(V, BV)
+    NV = cdiv(V, BV)
     NTOK = B * T
     dq_part = q.new_empty((NV, B, T, H, K), dtype=torch.float32)
     dk_part = q.new_empty((NV, B, T, H, K), dtype=torch.float32)
@@ -726,7 +739,7 @@ def chunk_gla_bwd(q, k, v, g, scale: float | None, initial_state, cu_seqlens, do
     use_cu = cu_seqlens is not None
     mode = _mode(q.dtype)
 
-    wrap_triton(_gla_bwd_dkv_kernel)[(N * H, NV)](
+    launchable(_gla_bwd_dkv_kernel, dv)[(N * H, NV)](
         q,
         k,
         v,
@@ -758,7 +771,7 @@ def chunk_gla_bwd(q, k, v, g, scale: float | None, initial_state, cu_seqlens, do
         num_warps=nw,
         num_stages=ns,
     )
-    wrap_triton(_gla_bwd_dq_kernel)[(N * H, NV)](
+    launchable(_gla_bwd_dq_kernel, dv)[(N * H, NV)](
         q,
         k,
         v,
@@ -792,7 +805,7 @@ def chunk_gla_bwd(q, k, v, g, scale: float | None, initial_state, cu_seqlens, do
         num_warps=nw,
         num_stages=ns,
     )
-    wrap_triton(_gla_bwd_dg_kernel)[(N * H,)](
+    launchable(_gla_bwd_dg_kernel, dv)[(N * H,)](
         dq_part,
         dk_part,
         dg_part,

@@ -1,8 +1,10 @@
+import functools
+
 import torch
 import triton
 import triton.language as tl
 
-from .._triton import wrap_triton
+from .._triton import cdiv, launchable, next_power_of_2
 
 _KINDS = {"softplus": 0, "lower_bound": 1}
 _TILE = 4096
@@ -173,10 +175,42 @@ def _gate_bwd_kernel(
         tl.store(da_part_ptr + part, acc_a, mask=col_mask)
 
 
-def _blocks(HK):
-    block_hk = min(triton.next_power_of_2(HK), _MAX_BLOCK_HK)
+def _block_sizes(HK):
+    block_hk = min(next_power_of_2(HK), _MAX_BLOCK_HK)
     block_n = min(_TILE // block_hk, _MAX_BLOCK_N)
     return block_n, block_hk
+
+
+_block_sizes_cached = functools.cache(_block_sizes)
+
+
+def _blocks(HK):
+    """(BLOCK_N, BLOCK_HK) for ``H * K`` columns.
+
+    Cached per ``HK``; under tracing (gate is a triton_op, traced by torch.compile) ``HK`` may be
+    a SymInt, which cannot be a cache key and is computed with as it always was.
+    """
+    if type(HK) is int:
+        return _block_sizes_cached(HK)
+    return _block_sizes(HK)
+
+
+def _rows(x, H, K):
+    """``x`` (``[..., H, K]``, non-empty) as ``[N, H, K]`` rows: (tensor, its three strides).
+
+    A contiguous ``x`` is passed as it is with the strides of that view, sparing a ``reshape``.
+    """
+    if x.is_contiguous():
+        return x, H * K, K, 1
+    x3 = x.reshape(-1, H, K)
+    return (x3, *x3.stride())
+
+
+def _contiguous(x):
+    """None, or ``x`` with unit stride (the kernels index the parameters as flat arrays)."""
+    if x is None or x.is_contiguous():
+        return x
+    return x.contiguous()
 
 
 def gate_fwd(g, A_log, dt_bias, kind: str, lower_bound: float) -> torch.Tensor:
@@ -198,20 +232,21 @@ def gate_fwd(g, A_log, dt_bias, kind: str, lower_bound: float) -> torch.Tensor:
     Mutates nothing.
     """
     kind_id = _kind_id(kind)
-    H, K = g.shape[-2], g.shape[-1]
-    out = g.new_empty(g.shape, dtype=torch.float32)
-    if g.numel() == 0:
+    shape = g.shape
+    H, K = shape[-2], shape[-1]
+    out = g.new_empty(shape, dtype=torch.float32)
+    numel = g.numel()
+    if numel == 0:
         return out
-    g3 = g.reshape(-1, H, K)
-    N = g3.shape[0]
     HK = H * K
+    N = numel // HK
+    g3, s_n, s_h, s_k = _rows(g, H, K)
     # Absent operands are passed as None (constexpr-specialized) rather than as an aliasing dummy
     # tensor: functionalization under torch.compile would otherwise treat the alias as mutated.
-    a_log = None if A_log is None else A_log.contiguous()
-    dt_b = None if dt_bias is None else dt_bias.contiguous()
+    a_log = _contiguous(A_log)
+    dt_b = _contiguous(dt_bias)
     block_n, block_hk = _blocks(HK)
-    grid = (triton.cdiv(N, block_n), triton.cdiv(HK, block_hk))
-    wrap_triton(_gate_fwd_kernel)[grid](
+    launchable(_gate_fwd_kernel, out)[(cdiv(N, block_n), cdiv(HK, block_hk))](
         g3,
         a_log,
         dt_b,
@@ -219,9 +254,9 @@ def gate_fwd(g, A_log, dt_bias, kind: str, lower_bound: float) -> torch.Tensor:
         N,
         H,
         K,
-        g3.stride(0),
-        g3.stride(1),
-        g3.stride(2),
+        s_n,
+        s_h,
+        s_k,
         float(lower_bound),
         KIND=kind_id,
         HAS_A_LOG=A_log is not None,
@@ -251,30 +286,32 @@ def gate_bwd(
     Mutates nothing. Unknown ``kind`` raises ``ValueError``.
     """
     kind_id = _kind_id(kind)
-    H, K = g.shape[-2], g.shape[-1]
+    shape = g.shape
+    H, K = shape[-2], shape[-1]
     HK = H * K
-    dg = g.new_empty(g.shape)
-    if g.numel() == 0 or A_log is None:
+    dg = g.new_empty(shape)
+    numel = g.numel()
+    if numel == 0 or A_log is None:
         dA_log = g.new_zeros((H,), dtype=torch.float32)
-    if g.numel() == 0 or dt_bias is None:
+    if numel == 0 or dt_bias is None:
         ddt_bias = g.new_zeros((HK,), dtype=torch.float32)
-    if g.numel() == 0:
+    if numel == 0:
         return dg, dA_log, ddt_bias
 
-    g3 = g.reshape(-1, H, K)
-    go3 = grad_out.reshape(-1, H, K)
-    N = g3.shape[0]
+    N = numel // HK
+    g3, s_gn, s_gh, s_gk = _rows(g, H, K)
+    go3, s_on, s_oh, s_ok = _rows(grad_out, H, K)
     block_n, block_hk = _blocks(HK)
-    n_blocks = triton.cdiv(N, block_n)
-    hk_blocks = triton.cdiv(HK, block_hk)
-    n_iters = triton.cdiv(n_blocks, triton.cdiv(_BWD_TARGET_PROGRAMS, hk_blocks))
-    splits = triton.cdiv(n_blocks, n_iters)
+    n_blocks = cdiv(N, block_n)
+    hk_blocks = cdiv(HK, block_hk)
+    n_iters = cdiv(n_blocks, cdiv(_BWD_TARGET_PROGRAMS, hk_blocks))
+    splits = cdiv(n_blocks, n_iters)
 
-    a_log = None if A_log is None else A_log.contiguous()
-    dt_b = None if dt_bias is None else dt_bias.contiguous()
+    a_log = _contiguous(A_log)
+    dt_b = _contiguous(dt_bias)
     da_part = None if A_log is None else g.new_empty((splits, HK), dtype=torch.float32)
     db_part = None if dt_bias is None else g.new_empty((splits, HK), dtype=torch.float32)
-    wrap_triton(_gate_bwd_kernel)[(splits, hk_blocks)](
+    launchable(_gate_bwd_kernel, dg)[(splits, hk_blocks)](
         g3,
         a_log,
         dt_b,
@@ -286,12 +323,12 @@ def gate_bwd(
         H,
         K,
         n_iters,
-        g3.stride(0),
-        g3.stride(1),
-        g3.stride(2),
-        go3.stride(0),
-        go3.stride(1),
-        go3.stride(2),
+        s_gn,
+        s_gh,
+        s_gk,
+        s_on,
+        s_oh,
+        s_ok,
         float(lower_bound),
         KIND=kind_id,
         HAS_A_LOG=A_log is not None,

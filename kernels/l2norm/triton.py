@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import functools
+
 import torch
 import triton
 import triton.language as tl
 from torch import Tensor
 
-from .._triton import wrap_triton
+from .._triton import cdiv, launchable, next_power_of_2
 
 
 @triton.jit
@@ -37,8 +39,9 @@ def _l2norm_bwd_kernel(X, RSTD, DY, DX, n_rows, D, BLOCK_D: tl.constexpr, ROWS: 
     tl.store(DX + offs, dx.to(DX.dtype.element_ty), mask=mask)
 
 
+@functools.cache
 def _launch_config(D: int) -> tuple[int, int]:
-    block_d = triton.next_power_of_2(max(D, 1))
+    block_d = next_power_of_2(max(D, 1))
     rows = max(1, min(16, 4096 // block_d))
     return block_d, rows
 
@@ -59,18 +62,24 @@ def l2norm_fwd(x: Tensor, eps: float) -> tuple[Tensor, Tensor]:
     Mutates nothing. A program holds whole rows (``next_power_of_2(D)`` columns), so there is
     no fixed limit on ``D`` beyond register pressure.
     """
-    D = x.shape[-1]
-    y = x.new_empty(x.shape)
-    rstd = torch.empty(x.shape[:-1], dtype=torch.float32, device=x.device)
-    if x.numel() == 0:
-        # As the reference computes it: rsqrt(0 + eps), inf for eps == 0 and nan below.
-        rstd.fill_(torch.tensor(eps, dtype=torch.float32).rsqrt().item())
+    shape = x.shape
+    D = shape[-1]
+    y = x.new_empty(shape)
+    rstd = x.new_empty(shape[:-1], dtype=torch.float32)
+    numel = x.numel()
+    if numel == 0:
+        # As the reference computes it, in float32 on the device: rsqrt(0 + eps), inf for
+        # eps == 0 and nan below (no host round trip).
+        rstd.fill_(eps).rsqrt_()
         return y, rstd
-    x2 = x.reshape(-1, D).contiguous()
-    n_rows = x2.shape[0]
+    # The kernel reads row r at r * D: a contiguous x already is its own [n_rows, D] view.
+    if not x.is_contiguous():
+        x = x.contiguous()
+    n_rows = numel // D
     block_d, rows = _launch_config(D)
-    grid = (triton.cdiv(n_rows, rows),)
-    wrap_triton(_l2norm_fwd_kernel)[grid](x2, y, rstd, n_rows, D, eps, BLOCK_D=block_d, ROWS=rows)
+    launchable(_l2norm_fwd_kernel, y)[(cdiv(n_rows, rows),)](
+        x, y, rstd, n_rows, D, eps, BLOCK_D=block_d, ROWS=rows
+    )
     return y, rstd
 
 
@@ -89,13 +98,19 @@ def l2norm_bwd(grad_y: Tensor, x: Tensor, rstd: Tensor) -> Tensor:
     """
     D = x.shape[-1]
     dx = x.new_empty(x.shape)
-    if x.numel() == 0:
+    numel = x.numel()
+    if numel == 0:
         return dx
-    x2 = x.reshape(-1, D).contiguous()
-    dy2 = grad_y.reshape(-1, D).contiguous()
-    rstd2 = rstd.reshape(-1).contiguous()
-    n_rows = x2.shape[0]
+    # Contiguous operands are their own flat views (row r at r * D, rstd[r] at r).
+    if not x.is_contiguous():
+        x = x.contiguous()
+    if not grad_y.is_contiguous():
+        grad_y = grad_y.contiguous()
+    if not rstd.is_contiguous():
+        rstd = rstd.contiguous()
+    n_rows = numel // D
     block_d, rows = _launch_config(D)
-    grid = (triton.cdiv(n_rows, rows),)
-    wrap_triton(_l2norm_bwd_kernel)[grid](x2, rstd2, dy2, dx, n_rows, D, BLOCK_D=block_d, ROWS=rows)
+    launchable(_l2norm_bwd_kernel, dx)[(cdiv(n_rows, rows),)](
+        x, rstd, grad_y, dx, n_rows, D, BLOCK_D=block_d, ROWS=rows
+    )
     return dx

@@ -1,9 +1,10 @@
-import torch
+import functools
+
 import triton
 import triton.language as tl
 from torch import Tensor
 
-from .._triton import wrap_triton
+from .._triton import cdiv, launchable, next_power_of_2
 
 
 @triton.jit
@@ -68,6 +69,15 @@ def _recurrent_gla_step_kernel(
     )
 
 
+@functools.cache
+def _blocks(K: int, V: int) -> tuple[int, int, int]:
+    """(BK, BV, number of V blocks) for a launch."""
+    BK = max(16, next_power_of_2(K))
+    # Keep the fp32 state tile at <= 4096 elements per program (register budget on GPU).
+    BV = max(16, min(next_power_of_2(V), 4096 // BK))
+    return BK, BV, cdiv(V, BV)
+
+
 def recurrent_gla_step(state, q, k, v, g, scale: float) -> Tensor:
     """One decode step of gated linear attention, updating ``state`` in place.
 
@@ -90,14 +100,11 @@ def recurrent_gla_step(state, q, k, v, g, scale: float) -> Tensor:
     most ``4096 // BK`` (at least 16) columns, so very large ``K`` costs registers.
     """
     B, H, K, V = state.shape
-    o = torch.empty((B, H, V), dtype=q.dtype, device=q.device)
-    if o.numel() == 0:
+    o = q.new_empty((B, H, V))
+    if B * H * V == 0:
         return o
-    BK = max(16, triton.next_power_of_2(K))
-    # Keep the fp32 state tile at <= 4096 elements per program (register budget on GPU).
-    BV = max(16, min(triton.next_power_of_2(V), 4096 // BK))
-    grid = (B * H, triton.cdiv(V, BV))
-    wrap_triton(_recurrent_gla_step_kernel)[grid](
+    BK, BV, NV = _blocks(K, V)
+    launchable(_recurrent_gla_step_kernel, o)[(B * H, NV)](
         state,
         q,
         k,
@@ -113,8 +120,8 @@ def recurrent_gla_step(state, q, k, v, g, scale: float) -> Tensor:
         *k.stride(),
         *v.stride(),
         *g.stride(),
-        o.stride(0),
-        o.stride(1),
+        H * V,  # o is new and contiguous: strides (H * V, V, 1)
+        V,
         BK=BK,
         BV=BV,
         num_warps=4,
