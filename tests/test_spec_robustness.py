@@ -113,6 +113,14 @@ YAML_CASES = {
         replace("doc: Normalize x.", "doc: !!timestamp Normalize x."),
         "ops.yaml:5:10: error: invalid YAML value 'Normalize x.'",
     ),
+    "bool tag on text": (
+        replace("doc: Normalize x.", "doc: !!bool Normalize x."),
+        "ops.yaml:5:10: error: invalid YAML value 'Normalize x.' for tag 'tag:yaml.org,2002:bool'",
+    ),
+    "int tag on an empty string": (
+        replace("doc: Normalize x.", "doc: !!int ''"),
+        "ops.yaml:5:10: error: invalid YAML value '' for tag 'tag:yaml.org,2002:int'",
+    ),
     "schema torch's parser fails on": (
         replace("eps=1e-6", "eps=1e999"),
         "error: [l2norm] forward schema: invalid schema: torch's parser failed",
@@ -231,6 +239,7 @@ def test_a_spec_that_is_not_utf8_is_a_located_error(tmp_path, data, where):
 # --- fuzz: YAML structure and schema strings ----------------------------------------------------
 
 _SCALAR_TAGS = ["!foo ", "!!str ", "!!int ", "!!float ", "!!binary ", "!!timestamp ", "!!null "]
+_SCALAR_TAGS += ["!!bool ", "!!int '' #", "!!bool '' #"]
 _TYPES = ["Tensor", "Tensor?", "Tensor[]", "int", "SymInt", "float", "float?", "bool", "str"]
 _TYPES += ["int[2]", "ScalarType", "Scalar", "Tensor(a!)", "Tensor(a)", "Tensor(b!)", "Device"]
 _DEFAULTS = ["=None", "=1", "=-1.5e-3", '="x"', "=[1, 2]", "=True", "=inf", "=é", "=", "=1e999"]

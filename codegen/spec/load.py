@@ -80,6 +80,9 @@ def _loc(path: str, mark: yaml.Mark) -> Location:
 # Scalars the spec uses, constructed without construct_object's bookkeeping (the same
 # constructor is called, so values and errors are the same). Plain strings are the text itself.
 _STR_TAG = "tag:yaml.org,2002:str"
+# What pyyaml's scalar constructors raise on a malformed explicitly tagged value: ``!!bool x``
+# (KeyError), ``!!int ''`` (IndexError), ``!!float x`` (ValueError), a bad ``!!timestamp``.
+_CONSTRUCT_ERRORS = (ValueError, TypeError, OverflowError, AttributeError, KeyError, IndexError)
 _SCALAR_CONSTRUCTORS = {
     tag: _Loader.yaml_constructors[tag]
     for tag in (
@@ -120,7 +123,7 @@ def _convert(node: yaml.Node, path: str, loader, errors: Errors) -> Node:
                 continue
             try:
                 key = _scalar(key_node, loader)
-            except (yaml.YAMLError, ValueError, TypeError, OverflowError, AttributeError) as exc:
+            except (yaml.YAMLError, *_CONSTRUCT_ERRORS) as exc:
                 errors.add(key_loc, f"invalid YAML key: {getattr(exc, 'problem', None) or exc}")
                 continue
             if not isinstance(key, str):
@@ -144,8 +147,8 @@ def _convert(node: yaml.Node, path: str, loader, errors: Errors) -> Node:
     except yaml.YAMLError as exc:
         errors.add(loc, f"invalid YAML value: {getattr(exc, 'problem', None) or exc}")
         return Node(None, loc)
-    except (ValueError, TypeError, OverflowError, AttributeError) as exc:  # a bad !!timestamp
-        errors.add(loc, f"invalid YAML value '{node.value}': {exc}")
+    except _CONSTRUCT_ERRORS:
+        errors.add(loc, f"invalid YAML value '{node.value}' for tag '{node.tag}'")
         return Node(None, loc)
     if not isinstance(value, _SCALAR_TYPES):
         # SafeLoader turns 2024-01-01 into a date and !!binary into bytes: no spec value is either.
