@@ -554,6 +554,8 @@ class L2norm:
             _y, rstd = lf(xd, eps)
             lb(gy, xd, rstd)
 
+        plain = plain_function(lf, lb)
+
         rows = [
             host_row(
                 ctx,
@@ -562,6 +564,12 @@ class L2norm:
                 lambda: grad_of(self.public(x).y, x, gy),
             ),
             host_row(ctx, "launchers (raw launch)", lambda: lf(xd, eps), launch_fb),
+            host_row(
+                ctx,
+                "plain autograd.Function over the launchers",
+                lambda: plain.apply(xd, eps),
+                lambda: grad_of(plain.apply(x, eps), x, gy),
+            ),
             host_row(
                 ctx,
                 "launchers, wrap_triton forced (old path)",
@@ -692,6 +700,26 @@ class L2norm:
                 )
             )
         return rows
+
+
+def plain_function(fwd, bwd) -> type[torch.autograd.Function]:
+    """An ``autograd.Function`` over the raw l2norm launchers: no registration, no validation,
+    no NamedTuple; the floor the generated forward + backward is held against."""
+
+    class Plain(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x, eps):
+            y, rstd = fwd(x, eps)
+            ctx.save_for_backward(x, rstd)
+            return y
+
+        @staticmethod
+        @torch.autograd.function.once_differentiable
+        def backward(ctx, grad_y):
+            x, rstd = ctx.saved_tensors
+            return bwd(grad_y, x, rstd), None
+
+    return Plain
 
 
 def fla_call(fla, *args, **kwargs):
