@@ -19,9 +19,11 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import cProfile
 import json
 import math
 import os
+import pstats
 import subprocess
 import sys
 import tempfile
@@ -61,6 +63,11 @@ def parse_args(argv=None) -> argparse.Namespace:
     )
     p.add_argument("--no-fla", action="store_true", help="leave fla-core out (columns say n/a)")
     p.add_argument("--no-compile", action="store_true", help="leave every torch.compile out")
+    p.add_argument(
+        "--profile-compile",
+        action="store_true",
+        help="cProfile each operator's first dynamic compile into OUT/<op>-first-compile.txt",
+    )
     p.add_argument(
         "--deadline",
         type=float,
@@ -136,6 +143,7 @@ class Ctx:
         self.fla = None
         self.fla_why = NA("n/a (fla-core not loaded)")
         self.compile_on = not args.no_compile
+        self.profile_compile = args.profile_compile
         self.rounds = 3 if self.quick or self.dry else 7
         self.host_calls = 20 if self.dry else 200
 
@@ -328,9 +336,17 @@ def first_call(ctx: Ctx, op: str, call: Callable, sizes: list[Callable[[], tuple
 
     def compiled():
         fn, count = counting_compile(ctx, call)
+        profiler = cProfile.Profile() if ctx.profile_compile else None
         start = time.perf_counter()
-        out = fn(*sizes[0]())
-        ctx.sync()
+        try:
+            with profiler if profiler is not None else contextlib.nullcontext():
+                out = fn(*sizes[0]())
+                ctx.sync()
+        finally:
+            if profiler is not None:
+                # Where a slow first compile spends its time, cumulative, for the logs.
+                with open(Path(ctx.out) / f"{op}-first-compile.txt", "w") as f:
+                    pstats.Stats(profiler, stream=f).sort_stats("cumulative").print_stats(60)
         row["first compile s"] = time.perf_counter() - start
         diffs = [
             max_abs_diff(a, b)
