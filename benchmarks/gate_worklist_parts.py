@@ -5,9 +5,9 @@ Run with the checkout importable as ``suite.sh`` makes it (``attnops``, ``attnop
     python benchmarks/gate_worklist_parts.py [--quick] [--dry-run]
 
 - ``block_mask_worklist`` at mask (8, 16, 128, 128), 30% True: synchronized time per call
-  against ``torch.nonzero``; host cost of each step (count launch, scan, the host read of nnz,
-  allocation, write launch) and GPU time of each kernel by CUDA-graph replay; the same with
-  one row per program (the layout of the first version of the operator).
+  against ``torch.nonzero``; host cost of each step (count launch, the host read of nnz,
+  allocation, write launch) and GPU time of each kernel by CUDA-graph replay, with the default
+  row chunks and with chunks of one and of four rows.
 - ``gate`` at g = (4, 8192, 16, 128) bf16: GPU time of each kernel (forward; backward
   elementwise pass; sum of the partials) against a device-to-device copy of the same bytes,
   and a few other tile shapes and warp counts of the same kernels (numerics checked against
@@ -78,32 +78,29 @@ def worklist(quick: bool):
     out = [f"## block_mask_worklist, mask {shape}, 30% True"]
 
     def parts(tile):
-        """Host and GPU cost of each step of the launcher with ``tile`` mask entries a program."""
+        """Host and GPU cost of each step of the launcher with ``tile`` mask entries a chunk."""
         block_kb = min(W.next_power_of_2(KB), W._MAX_BLOCK_KB)
         block_rows = max(tile // block_kb, 1)
-        programs = W.cdiv(rows, block_rows)
+        per = block_rows * W.cdiv(W.cdiv(rows, W._MAX_PROGRAMS), block_rows)
+        programs = W.cdiv(rows, per)
         strides = m.stride()
         counts = m.new_empty((programs,), dtype=torch.int32)
 
         def count():
             W._block_count_kernel[(programs,)](
-                m, counts, rows, H, QB, KB, *strides,
+                m, counts, rows, per, H, QB, KB, *strides,
                 BLOCK_ROWS=block_rows, BLOCK_KB=block_kb, num_warps=W._NUM_WARPS,
             )  # fmt: skip
 
-        def scan():
-            return torch.cumsum(counts, 0, dtype=torch.int32)
-
         count()
-        ends = scan()
-        nnz = int(ends[-1].item())
+        nnz = int(counts.cpu().sum())
         res = counts.new_empty((nnz, 4))
 
         def write():
             W._block_write_kernel[(programs,)](
-                m, counts, ends, res, rows, H, QB, KB, *strides,
+                m, counts, res, programs, rows, per, H, QB, KB, *strides,
                 ONE_CHUNK=KB <= block_kb, BLOCK_ROWS=block_rows, BLOCK_KB=block_kb,
-                num_warps=W._NUM_WARPS,
+                BLOCK_P=W.next_power_of_2(programs), num_warps=W._NUM_WARPS,
             )  # fmt: skip
 
         write()
@@ -112,17 +109,15 @@ def worklist(quick: bool):
 
         def read_nnz():
             count()
-            e = scan()
             sync()
             start = time.perf_counter_ns()
-            int(e[-1].item())
+            int(counts.cpu().sum())
             return (time.perf_counter_ns() - start) / 1e3
 
         item_us = statistics.median(read_nnz() for _ in range(2 if DRY else 50))
         rows_out = [
             ("count launch", host_per_call(count), graph_us(count, calls=20)),
-            ("torch.cumsum (int32)", host_per_call(scan), graph_us(scan, calls=20)),
-            ("host read of nnz (.item())", item_us, None),
+            ("host read of nnz (counts.cpu().sum())", item_us, None),
             ("new_empty (nnz, 4)", host_per_call(lambda: counts.new_empty((nnz, 4))), None),
             ("write launch", host_per_call(write), graph_us(write, calls=20)),
         ]
@@ -150,7 +145,11 @@ def worklist(quick: bool):
             [(k, f"{v:.1f}", f"{v / ours:.2f}") for k, v in t.items()],
         )
     )
-    for tile, label in ((W._TILE, "default tiles"), (KB, "one row per program")):
+    for tile, label in (
+        (W._TILE, "default chunks"),
+        (KB, "one row a chunk"),
+        (4 * KB, "4 rows a chunk"),
+    ):
         programs, rows_out = parts(tile)
         out.append(f"### steps, {label} ({programs} programs): host us per call, GPU us")
         body = [(name, f"{h:.1f}", "-" if g is None else f"{g:.1f}") for name, h, g in rows_out]
