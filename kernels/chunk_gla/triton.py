@@ -7,6 +7,7 @@ import triton.language as tl
 from .._triton import cdiv, launchable, next_power_of_2
 
 _BT = 64
+_BH = 16  # heads per program of the forward's cumulative-decay pass
 _MAX_K = 256
 
 
@@ -168,6 +169,264 @@ def _part_index(row, i_v, NTOK, H, i_h):
 
 
 @triton.jit
+def _clamped(cu, i, T):
+    # cu[i] clamped into [0, T], as _seq_bounds reads it.
+    return tl.minimum(tl.maximum(tl.load(cu + i).to(tl.int64), 0), T)
+
+
+@triton.jit
+def _descents(cu, N, T, BLOCK: tl.constexpr):
+    # How many times the clamped offsets fall from one to the next: zero for valid offsets.
+    acc = tl.zeros([BLOCK], dtype=tl.int32)
+    for i0 in range(0, N, BLOCK):
+        i = i0 + tl.arange(0, BLOCK)
+        m = i < N
+        lo = tl.minimum(tl.maximum(tl.load(cu + i, mask=m, other=0).to(tl.int64), 0), T)
+        hi = tl.minimum(tl.maximum(tl.load(cu + i + 1, mask=m, other=0).to(tl.int64), 0), T)
+        acc += (m & (hi < lo)).to(tl.int32)
+    return tl.sum(acc, axis=0)
+
+
+@triton.jit
+def _slot_owner(cu, i_s, N, T, BT: tl.constexpr):
+    # Packed sequences: (batch row, first token, end token, chunk i_c, whether it is one) of the
+    # sequence n whose chunk state slot i_s holds.
+    # Sequence n keeps its chunk states from slot f(n) = clamp(cu[n], 0, T) // BT + n on. For
+    # nondecreasing offsets f(n + 1) - f(n) >= 1 + (chunks of n), so f rises strictly, the slots
+    # of different sequences never meet, every slot is below cdiv(T, BT) + N - 1 (whatever cu
+    # holds), and the owner of i_s is the last n with f(n) <= i_s: found by bisection.
+    lo = i_s * 0
+    hi = lo + N
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        below = _clamped(cu, mid, T) // BT + mid <= i_s
+        lo = tl.where(below, mid, lo)
+        hi = tl.where(below, hi, mid)
+    i_b, bos, eos = _seq_bounds(cu, lo, T, True)
+    i_c = i_s - (bos // BT + lo)
+    return i_b, bos, eos, i_c, (i_c >= 0) & (i_c * BT < eos - bos)
+
+
+@triton.jit
+def _gla_fwd_g_kernel(
+    g,
+    gc,
+    cu,
+    flag,
+    T,
+    H,
+    N,
+    NT,
+    s_gb,
+    s_gt,
+    s_gh,
+    BT: tl.constexpr,
+    BH: tl.constexpr,
+    USE_CU: tl.constexpr,
+):
+    # Grid (state slots, head blocks). gc[b, h, t] (contiguous [B, H, T]) gets the cumulative
+    # log-decay of token t within its chunk, chunks starting at each sequence's first token, for
+    # every token that a sequence covers; with packed sequences the first program also records
+    # in flag whether the offsets ever fall.
+    i_s = tl.program_id(0)
+    i_hb = tl.program_id(1)
+    if USE_CU:
+        if (i_s == 0) & (i_hb == 0):
+            tl.store(flag, _descents(cu, N, T, 1024))
+        i_b, bos, eos, i_c, live = _slot_owner(cu, i_s, N, T, BT)
+    else:
+        i_b = (i_s // NT).to(tl.int64)
+        i_c = i_s % NT
+        bos = i_b * 0
+        eos = bos + T
+        live = True
+
+    if live:
+        o_h = i_hb * BH + tl.arange(0, BH)
+        t, m_t = _chunk_tokens(bos, eos, i_c, tl.arange(0, BT), BT)
+        m = m_t[:, None] & (o_h < H)[None, :]
+        p_g = g + i_b * s_gb + t[:, None] * s_gt + o_h[None, :] * s_gh
+        b_g = tl.load(p_g, mask=m, other=0.0).to(tl.float32)
+        p_gc = gc + (i_b * H + o_h[None, :]) * T + t[:, None]
+        tl.store(p_gc, tl.cumsum(b_g, axis=0), mask=m)
+
+
+@triton.jit
+def _gla_fwd_h_kernel(
+    k,
+    v,
+    gc,
+    h0,
+    h,
+    ht,
+    cu,
+    T,
+    H,
+    NT,
+    s_kb,
+    s_kt,
+    s_kh,
+    s_kk,
+    s_vb,
+    s_vt,
+    s_vh,
+    s_vv,
+    K: tl.constexpr,
+    V: tl.constexpr,
+    BT: tl.constexpr,
+    BK: tl.constexpr,
+    BV: tl.constexpr,
+    USE_CU: tl.constexpr,
+    USE_H0: tl.constexpr,
+    STORE_HT: tl.constexpr,
+    MODE: tl.constexpr,
+):
+    # One program per (sequence, head, [BK, BV] state tile), tiles fastest so that the programs
+    # reading the same k and v rows run side by side. It walks its sequence's chunks, storing the
+    # state at the start of each into h[slot] before adding the chunk. Only the state is carried
+    # from one chunk to the next, and the chunk's product does not depend on it.
+    NV = (V + BV - 1) // BV
+    NKV = (K + BK - 1) // BK * NV
+    DT = k.dtype.element_ty
+    pid = tl.program_id(0)
+    i_nh = pid // NKV
+    i_k = pid % NKV // NV
+    i_v = pid % NV
+    i_n = i_nh // H
+    i_h = i_nh % H
+    i_b, bos, eos = _seq_bounds(cu, i_n, T, USE_CU)
+    if USE_CU:
+        c0 = bos // BT + i_n
+    else:
+        c0 = i_n.to(tl.int64) * NT
+
+    o_t = tl.arange(0, BT)
+    o_k = i_k * BK + tl.arange(0, BK)
+    o_v = i_v * BV + tl.arange(0, BV)
+    m_k = o_k < K
+    m_v = o_v < V
+    s_off, m_s = _state_offsets(i_n, i_h, H, K, V, o_k, o_v, m_k, m_v)
+    b_s = _load_state(h0, s_off, m_s, USE_H0, BK, BV)
+
+    p_k0 = k + i_b * s_kb + i_h * s_kh + o_k[:, None] * s_kk
+    p_v0 = _head_ptr(v, i_b, i_h, s_vb, s_vh, o_v, s_vv)
+    p_g0 = gc + (i_b * H + i_h) * T
+    o_s = o_k[:, None] * V + o_v[None, :]
+
+    NC = tl.cdiv(eos - bos, BT)
+    for i_c in range(0, NC):
+        p_h = h + ((c0 + i_c) * H + i_h) * (K * V) + o_s
+        tl.store(p_h, b_s.to(h.dtype.element_ty), mask=m_s)
+        t, m_t = _chunk_tokens(bos, eos, i_c, o_t, BT)
+        b_kT = tl.load(p_k0 + t[None, :] * s_kt, mask=m_k[:, None] & m_t[None, :], other=0.0)
+        b_v = tl.load(p_v0 + t[:, None] * s_vt, mask=m_t[:, None] & m_v[None, :], other=0.0)
+        b_G = tl.load(p_g0 + t, mask=m_t, other=0.0)
+        b_GL = tl.load(p_g0 + tl.minimum(bos + i_c * BT + BT, eos) - 1)
+        b_kg = b_kT.to(tl.float32) * tl.exp(b_GL - b_G)[None, :]
+        b_s = b_s * tl.exp(b_GL) + _dot(b_kg, b_v, DT, MODE)
+
+    if STORE_HT:
+        tl.store(ht + s_off, b_s, mask=m_s)
+
+
+@triton.jit
+def _gla_fwd_o_kernel(
+    q,
+    k,
+    v,
+    gc,
+    h,
+    o,
+    cu,
+    flag,
+    scale,
+    T,
+    H,
+    N,
+    NT,
+    s_qb,
+    s_qt,
+    s_qh,
+    s_qk,
+    s_kb,
+    s_kt,
+    s_kh,
+    s_kk,
+    s_vb,
+    s_vt,
+    s_vh,
+    s_vv,
+    K: tl.constexpr,
+    V: tl.constexpr,
+    BT: tl.constexpr,
+    BK: tl.constexpr,
+    BV: tl.constexpr,
+    USE_CU: tl.constexpr,
+    MODE: tl.constexpr,
+):
+    # Grid (V blocks x state slots, H), V blocks fastest so that the programs of a chunk, which
+    # read the same q and k, run side by side. Each program computes one chunk's [BT, BV] output
+    # from the state at the chunk's start, h[slot], and the causal in-chunk attention.
+    NV = (V + BV - 1) // BV
+    DT = q.dtype.element_ty
+    i_v = tl.program_id(0) % NV
+    i_s = tl.program_id(0) // NV
+    i_h = tl.program_id(1)
+    o_t = tl.arange(0, BT)
+    o_v = i_v * BV + tl.arange(0, BV)
+    m_v = o_v < V
+    if USE_CU:
+        # Offsets that fall somewhere are left to _gla_fwd_kernel, which reads flag likewise.
+        ordered = tl.load(flag) == 0
+        i_b, bos, eos, i_c, live = _slot_owner(cu, i_s, N, T, BT)
+        live = live & ordered
+        # Zeros into the rows of this slot's BT-row window that precede the first sequence or
+        # follow the last (the windows of all slots cover [0, T)).
+        z_b, head, z_e = _seq_bounds(cu, i_s * 0, T, True)
+        z_b, z_s, tail = _seq_bounds(cu, i_s * 0 + N - 1, T, True)
+        head = tl.where(ordered, head, 0)
+        tail = tl.where(ordered, tail, T)
+        r = i_s.to(tl.int64) * BT + o_t
+        m_z = (r < head) | ((r >= tail) & (r < T))
+        p_z = o + (r[:, None] * H + i_h) * V + o_v[None, :]
+        b_z = tl.zeros([BT, BV], dtype=o.dtype.element_ty)
+        tl.store(p_z, b_z, mask=m_z[:, None] & m_v[None, :])
+    else:
+        i_b = (i_s // NT).to(tl.int64)
+        i_c = i_s % NT
+        bos = i_b * 0
+        eos = bos + T
+        live = True
+
+    if live:
+        t, m_t = _chunk_tokens(bos, eos, i_c, o_t, BT)
+        b_G = tl.load(gc + (i_b * H + i_h) * T + t, mask=m_t, other=0.0)
+        p_v = _head_ptr(v, i_b, i_h, s_vb, s_vh, o_v, s_vv) + t[:, None] * s_vt
+        b_v = tl.load(p_v, mask=m_t[:, None] & m_v[None, :], other=0.0)
+        p_h = h + (i_s.to(tl.int64) * H + i_h) * (K * V) + o_v[None, :]
+        b_o = tl.zeros([BT, BV], dtype=tl.float32)
+        b_A = tl.zeros([BT, BT], dtype=tl.float32)
+        for i_k in range(0, (K + BK - 1) // BK):
+            o_k = i_k * BK + tl.arange(0, BK)
+            m_k = o_k < K
+            p_q = _head_ptr(q, i_b, i_h, s_qb, s_qh, o_k, s_qk) + t[:, None] * s_qt
+            p_k = k + i_b * s_kb + i_h * s_kh + o_k[:, None] * s_kk + t[None, :] * s_kt
+            b_q = tl.load(p_q, mask=m_t[:, None] & m_k[None, :], other=0.0)
+            b_kT = tl.load(p_k, mask=m_k[:, None] & m_t[None, :], other=0.0)
+            b_h = tl.load(p_h + o_k[:, None] * V, mask=m_k[:, None] & m_v[None, :], other=0.0)
+            b_o += _dot(b_q, b_h, DT, MODE)
+            b_A += _dot(b_q, b_kT, DT, MODE)
+
+        causal = o_t[:, None] >= o_t[None, :]
+        b_D = tl.exp(tl.where(causal, b_G[:, None] - b_G[None, :], float("-inf")))
+        b_A = b_A * b_D * scale
+        b_o = b_o * (tl.exp(b_G) * scale)[:, None] + _dot(b_A, b_v, DT, MODE)
+        row = i_b * T + t
+        p_o = o + (row[:, None] * H + i_h) * V + o_v[None, :]
+        tl.store(p_o, _cast(b_o, o.dtype.element_ty, MODE), mask=m_t[:, None] & m_v[None, :])
+
+
+@triton.jit
 def _gla_fwd_kernel(
     q,
     k,
@@ -177,6 +436,7 @@ def _gla_fwd_kernel(
     o,
     ht,
     cu,
+    flag,
     scale,
     T,
     H,
@@ -200,13 +460,18 @@ def _gla_fwd_kernel(
     BT: tl.constexpr,
     BK: tl.constexpr,
     BV: tl.constexpr,
-    USE_CU: tl.constexpr,
     USE_H0: tl.constexpr,
     STORE_HT: tl.constexpr,
     MODE: tl.constexpr,
 ):
-    i_n, i_h, i_v, i_b, bos, eos = _program_seq(cu, T, H, USE_CU)
+    # Packed sequences whose clamped offsets fall somewhere (flag != 0, set by
+    # _gla_fwd_g_kernel): the chunks and state slots of different sequences may then overlap,
+    # so each program walks its whole sequence with the state in registers and rewrites output
+    # and final_state. Otherwise it does nothing.
+    i_n, i_h, i_v, i_b, bos, eos = _program_seq(cu, T, H, True)
     DT = q.dtype.element_ty
+    fallen = tl.load(flag) != 0
+    eos = tl.where(fallen, eos, bos)
 
     o_t, o_k, o_v, m_k, m_v = _tile_offsets(i_v, K, V, BT, BK, BV)
     causal = o_t[:, None] >= o_t[None, :]
@@ -216,6 +481,7 @@ def _gla_fwd_kernel(
     p_v0 = _head_ptr(v, i_b, i_h, s_vb, s_vh, o_v, s_vv)
     p_g0 = g + i_b * s_gb + i_h * s_gh
     s_off, m_s = _state_offsets(i_n, i_h, H, K, V, o_k, o_v, m_k, m_v)
+    m_s = tl.where(fallen, m_s, False)
     b_s = _load_state(h0, s_off, m_s, USE_H0, BK, BV)
 
     NC = tl.cdiv(eos - bos, BT)
@@ -241,10 +507,11 @@ def _gla_fwd_kernel(
     if STORE_HT:
         tl.store(ht + s_off, b_s, mask=m_s)
 
-    if USE_CU:
-        head, tail = _uncovered(i_n, bos, eos, T, H)
-        _zero_rows(o, 0, head, i_h, H, V, o_v, m_v, o_t, BT, BV)
-        _zero_rows(o, tail, T, i_h, H, V, o_v, m_v, o_t, BT, BV)
+    head, tail = _uncovered(i_n, bos, eos, T, H)
+    head = tl.where(fallen, head, 0)
+    tail = tl.where(fallen, tail, T)
+    _zero_rows(o, 0, head, i_h, H, V, o_v, m_v, o_t, BT, BV)
+    _zero_rows(o, tail, T, i_h, H, V, o_v, m_v, o_t, BT, BV)
 
 
 @triton.jit
@@ -545,6 +812,19 @@ def _config(K, V, dtype, bwd):
     return BK, 64, 8 if bwd or BK <= 64 else 4, 1
 
 
+@functools.cache
+def _fwd_config(K, V, dtype):
+    """Forward launch configs: (chunk size BT of the state and output passes, then each as
+    (BK, BV, num_warps, num_stages): the state pass, the output pass, and _gla_fwd_kernel)."""
+    fallback = _config(K, V, dtype, False)
+    if dtype == torch.float32:
+        return _BT, (64, 32, 4, 1), (64, 32, 4, 1), fallback
+    # 16-bit blocks stay at 64 or more (see _config). On the H200, chunks of 128 made the output
+    # pass slower than they made the state pass faster; three stages hide the state pass's loads.
+    BV = 128 if V > 64 else 64
+    return _BT, (64, 64, 4, 3), (64, BV, 8 if BV > 64 else 4, 2), fallback
+
+
 def _packed(cu_seqlens, B, T, device):
     """(cu_seqlens read contiguously, N): refuses what is wrong without looking at the values.
 
@@ -596,7 +876,13 @@ def chunk_gla_fwd(
 ):
     """Forward of ``chunk_gla``: ``S_t = exp(g_t) S_{t-1} + k_t^T v_t``, ``o_t = scale * q_t S_t``.
 
-    Chunks of 64 tokens; one program per (sequence, head, V block of 32 or 64 columns).
+    Chunks of 64 tokens, in up to four launches: the cumulative log-decay within each chunk
+    (float32 ``[B, H, T]`` scratch); the state at the start of each chunk (scratch
+    ``[chunks, H, K, V]``, in ``q``'s dtype where the products round their operands to it, else
+    float32), one program per (sequence, head, state tile) walking its chunks; each chunk's
+    output from that state and the causal in-chunk attention, one program per (chunk, head,
+    V block); and, with ``cu_seqlens`` only, a walk of each whole sequence that does the work
+    only where the clamped offsets fall somewhere.
 
     Args:
         q: ``[B, T, H, K]``, bfloat16, float16 or float32, any strides.
@@ -645,37 +931,109 @@ def chunk_gla_fwd(
 
     if g.dtype is not torch.float32:
         g = g.to(torch.float32)
-    BK, BV, nw, ns = _config(K, V, q.dtype, False)
-    NV = cdiv(V, BV)
-    grid = (N * H, NV)
-    launchable(_gla_fwd_kernel, o)[grid](
+    BT, (hk, hv, hw, hs), (ok, ov, ow, os_), (fk, fv, fw, fs) = _fwd_config(K, V, q.dtype)
+    mode = _mode(q.dtype)
+    use_cu = cu_seqlens is not None
+    NT = cdiv(T, BT)
+    # State slots: one per chunk; packed sequences also leave at most one gap slot each.
+    NS = NT + N - 1 if use_cu else B * NT
+    gc = q.new_empty((B, H, T), dtype=torch.float32)
+    h = q.new_empty((NS, H, K, V), dtype=q.dtype if mode == 0 else torch.float32)
+    flag = q.new_empty((1,), dtype=torch.int32) if use_cu else None
+    launchable(_gla_fwd_g_kernel, o)[(NS, cdiv(H, _BH))](
+        g,
+        gc,
+        cu_seqlens,
+        flag,
+        T,
+        H,
+        N,
+        NT,
+        *g.stride(),
+        BT=BT,
+        BH=_BH,
+        USE_CU=use_cu,
+        num_warps=4,
+        num_stages=1,
+    )
+    launchable(_gla_fwd_h_kernel, o)[(N * H * cdiv(K, hk) * cdiv(V, hv),)](
+        k,
+        v,
+        gc,
+        h0,
+        h,
+        ht,
+        cu_seqlens,
+        T,
+        H,
+        NT,
+        *k.stride(),
+        *v.stride(),
+        K=K,
+        V=V,
+        BT=BT,
+        BK=hk,
+        BV=hv,
+        USE_CU=use_cu,
+        USE_H0=h0 is not None,
+        STORE_HT=ht is not None,
+        MODE=mode,
+        num_warps=hw,
+        num_stages=hs,
+    )
+    strides = (*q.stride(), *k.stride(), *v.stride())
+    launchable(_gla_fwd_o_kernel, o)[(cdiv(V, ov) * NS, H)](
         q,
         k,
         v,
-        g,
-        h0,
+        gc,
+        h,
         o,
-        ht,
         cu_seqlens,
+        flag,
         float(scale),
         T,
         H,
-        *q.stride(),
-        *k.stride(),
-        *v.stride(),
-        *g.stride(),
+        N,
+        NT,
+        *strides,
         K=K,
         V=V,
-        BT=_BT,
-        BK=BK,
-        BV=BV,
-        USE_CU=cu_seqlens is not None,
-        USE_H0=h0 is not None,
-        STORE_HT=ht is not None,
-        MODE=_mode(q.dtype),
-        num_warps=nw,
-        num_stages=ns,
+        BT=BT,
+        BK=ok,
+        BV=ov,
+        USE_CU=use_cu,
+        MODE=mode,
+        num_warps=ow,
+        num_stages=os_,
     )
+    if use_cu:
+        launchable(_gla_fwd_kernel, o)[(N * H, cdiv(V, fv))](
+            q,
+            k,
+            v,
+            g,
+            h0,
+            o,
+            ht,
+            cu_seqlens,
+            flag,
+            float(scale),
+            T,
+            H,
+            *strides,
+            *g.stride(),
+            K=K,
+            V=V,
+            BT=_BT,
+            BK=fk,
+            BV=fv,
+            USE_H0=h0 is not None,
+            STORE_HT=ht is not None,
+            MODE=mode,
+            num_warps=fw,
+            num_stages=fs,
+        )
     return o, ht
 
 
