@@ -368,19 +368,20 @@ print("ok")
 # --- the eager fast path -------------------------------------------------------------------
 
 
-def test_eager_fast_path_is_refused_outside_the_opaque_integration():
+def test_eager_fast_path_is_refused_for_the_eager_integration():
     old = "    integration: triton_op\n"
-    errors = _errors(replace(old, old + "    eager_fast_path: true\n", GATE))
-    assert len(errors) == 1
-    assert "eager_fast_path needs the opaque integration, not 'triton_op'" in errors[0]
-    line = next(
-        i
-        for i, t in enumerate(
-            replace(old, old + "    eager_fast_path: true\n", GATE).splitlines(), 1
-        )
-        if "eager_fast_path" in t
-    )
+    text = replace(old, "    integration: eager\n    eager_fast_path: true\n", GATE)
+    errors = _errors(text)
+    assert len(errors) == 1, errors
+    assert "eager_fast_path needs the opaque or triton_op integration, not 'eager'" in errors[0]
+    line = next(i for i, t in enumerate(text.splitlines(), 1) if "eager_fast_path" in t)
     assert errors[0].startswith(f"ops.yaml:{line}:22: error: [gate] ")
+
+
+def test_eager_fast_path_is_accepted_for_a_triton_op():
+    old = "    integration: triton_op\n"
+    spec = parse(replace(old, old + "    eager_fast_path: true\n", GATE), "ops.yaml")
+    assert [op.eager_fast_path for op in spec.ops if op.name == "gate"] == [True]
 
 
 def test_eager_fast_path_must_be_a_bool():

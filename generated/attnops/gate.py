@@ -8,6 +8,7 @@ from typing import NamedTuple
 import torch
 from torch import Tensor
 
+from ._runtime import direct_ok as _direct_ok
 from ._runtime import launcher as _launcher
 from ._runtime import register_triton_op as _register_triton_op
 from ._runtime import scalar_error as _scalar_error
@@ -68,6 +69,60 @@ class _GateFunction(torch.autograd.Function):
         kind = ctx.kind
         lower_bound = ctx.lower_bound
         grad_g, grad_A_log, grad_dt_bias = _gate_bwd(g, A_log, dt_bias, grad_out, kind, lower_bound)
+        return (
+            grad_g,
+            grad_A_log if A_log is not None else None,
+            grad_dt_bias if dt_bias is not None else None,
+            None,
+            None,
+        )
+
+
+# Note [eager fast path]: eager calls reach the shims below without the dispatcher (see
+# _runtime.direct_ok for when the dispatcher still runs).
+
+
+def _gate_fwd_direct(
+    g: Tensor,
+    A_log: Tensor | None = None,
+    dt_bias: Tensor | None = None,
+    kind: str = "softplus",
+    lower_bound: float = -5.0,
+) -> Tensor:
+    return _gate_fwd_impl(g, A_log, dt_bias, kind, lower_bound)
+
+
+def _gate_bwd_direct(
+    g: Tensor,
+    A_log: Tensor | None,
+    dt_bias: Tensor | None,
+    grad_out: Tensor,
+    kind: str,
+    lower_bound: float,
+) -> tuple[Tensor, Tensor, Tensor]:
+    return _gate_bwd_impl(g, A_log, dt_bias, grad_out, kind, lower_bound)
+
+
+class _GateDirectFunction(torch.autograd.Function):
+    @staticmethod
+    def forward(
+        ctx, g: Tensor, A_log: Tensor | None, dt_bias: Tensor | None, kind: str, lower_bound: float
+    ) -> Tensor:
+        out = _gate_fwd_direct(g, A_log, dt_bias, kind, lower_bound)
+        ctx.save_for_backward(g, A_log, dt_bias)
+        ctx.kind = kind
+        ctx.lower_bound = lower_bound
+        return out
+
+    @staticmethod
+    @torch.autograd.function.once_differentiable
+    def backward(ctx, grad_out: Tensor) -> tuple[Tensor | None, ...]:
+        g, A_log, dt_bias = ctx.saved_tensors
+        kind = ctx.kind
+        lower_bound = ctx.lower_bound
+        grad_g, grad_A_log, grad_dt_bias = _gate_bwd_direct(
+            g, A_log, dt_bias, grad_out, kind, lower_bound
+        )
         return (
             grad_g,
             grad_A_log if A_log is not None else None,
@@ -166,6 +221,16 @@ def gate(
         raise _scalar_error("gate", "lower_bound", "float", lower_bound)
     if kind not in _GATE_KIND_VALUES:
         raise _value_error("gate", "kind", _GATE_KIND_VALUES, kind)
+    if not torch.compiler.is_compiling() and _direct_ok(g, A_log, dt_bias):
+        if torch.is_grad_enabled() and (
+            g.requires_grad
+            or (A_log is not None and A_log.requires_grad)
+            or (dt_bias is not None and dt_bias.requires_grad)
+        ):
+            out = _GateDirectFunction.apply(g, A_log, dt_bias, kind, lower_bound)
+        else:
+            out = _gate_fwd_direct(g, A_log, dt_bias, kind, lower_bound)
+        return GateOutput(out)
     out = _GateFunction.apply(g, A_log, dt_bias, kind, lower_bound)
     return GateOutput(out)
 

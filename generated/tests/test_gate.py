@@ -214,3 +214,21 @@ def test_compile_fullgraph(sample, config, dynamic):
 @pytest.mark.parametrize("config", list(CONFIGS))
 def test_cuda_graph_replay_matches_eager(config):
     SUITE.check_cuda_graph(next(iter(SAMPLES)), config, "bf16", True)
+
+
+# Note [eager fast path]: eager calls skip the dispatcher, which still runs under a dispatch mode,
+# the profiler and torch.compile (the compile tests above).
+DIRECT_BINDINGS = ("_gate_fwd", "_gate_bwd")
+
+
+@pytest.mark.parametrize("sample, dtype, layout, config", CASES)
+def test_eager_fast_path_matches_dispatcher(sample, dtype, layout, config):
+    _t.check_eager_fast_path(
+        SUITE, "attnops.gate", DIRECT_BINDINGS, sample, dtype, layout, config, True
+    )
+
+
+def test_dispatcher_runs_under_modes_and_profiler():
+    _t.check_dispatcher_visible(
+        SUITE, ("attnops::gate_fwd",), next(iter(SAMPLES)), next(iter(DTYPES))
+    )

@@ -101,15 +101,11 @@ def constraints(r: ResolvedOp, report: Report) -> None:
 
 def integration(r: ResolvedOp, report: Report) -> None:
     op = r.op
-    if op.eager_fast_path and op.integration is not Integration.OPAQUE:
+    if op.eager_fast_path and op.integration is Integration.EAGER:
         report.error(
             op.eager_fast_path_loc,
-            f"eager_fast_path needs the opaque integration, not '{op.integration.value}': "
-            + (
-                "an eager operator never goes through the dispatcher"
-                if op.integration is Integration.EAGER
-                else "a triton_op already launches directly in eager mode"
-            ),
+            "eager_fast_path needs the opaque or triton_op integration, not 'eager': an eager "
+            "operator never goes through the dispatcher",
         )
     if op.integration.value == "opaque":
         return
