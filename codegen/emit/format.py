@@ -100,6 +100,7 @@ class Formatter:
         self._pending_chars = 0
         self._runs: list[subprocess.Popen] = []
         self._tmp: tempfile.TemporaryDirectory | None = None
+        self._folders: set[Path] = set()  # made under the temporary folder
 
     def __enter__(self) -> Formatter:
         self._tmp = tempfile.TemporaryDirectory(prefix="codegen-format-", dir=_scratch_parent())
@@ -125,8 +126,10 @@ class Formatter:
             return
         self.python[rel] = text
         path = self._root / rel
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text, encoding="utf-8", newline="\n")
+        if path.parent not in self._folders:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            self._folders.add(path.parent)
+        path.write_bytes(text.encode("utf-8"))
         self._pending.append(rel)
         self._pending_chars += len(text)
         if self._pending_chars >= self.batch_chars or len(self._pending) >= BATCH_FILES:
@@ -141,6 +144,7 @@ class Formatter:
                     *_ruff(),
                     "format",
                     "--isolated",
+                    "--no-cache",  # the temporary folder is never formatted again
                     "--quiet",
                     f"--line-length={LINE_LENGTH}",
                     f"--target-version={TARGET}",
