@@ -75,6 +75,8 @@ def _scratch_parent() -> str | None:
     return SHM
 
 
+_CREATE = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_BINARY", 0)
+
 # Rendered text handed to one ruff process: ruff formats a batch while the next is rendered.
 BATCH_CHARS = 2_000_000
 BATCH_FILES = 500  # and at most this many paths on one command line
@@ -100,7 +102,7 @@ class Formatter:
         self._pending_chars = 0
         self._runs: list[subprocess.Popen] = []
         self._tmp: tempfile.TemporaryDirectory | None = None
-        self._folders: set[Path] = set()  # made under the temporary folder
+        self._folders: set[str] = set()  # made under the temporary folder
 
     def __enter__(self) -> Formatter:
         self._tmp = tempfile.TemporaryDirectory(prefix="codegen-format-", dir=_scratch_parent())
@@ -125,11 +127,18 @@ class Formatter:
         if not rel.endswith(".py"):
             return
         self.python[rel] = text
-        path = self._root / rel
-        if path.parent not in self._folders:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            self._folders.add(path.parent)
-        path.write_bytes(text.encode("utf-8"))
+        path = os.path.join(self._tmp.name, rel)
+        folder = os.path.dirname(path)
+        if folder not in self._folders:
+            os.makedirs(folder, exist_ok=True)
+            self._folders.add(folder)
+        fd = os.open(path, _CREATE, 0o666)
+        try:
+            view = memoryview(text.encode("utf-8"))
+            while view:
+                view = view[os.write(fd, view) :]
+        finally:
+            os.close(fd)
         self._pending.append(rel)
         self._pending_chars += len(text)
         if self._pending_chars >= self.batch_chars or len(self._pending) >= BATCH_FILES:
@@ -174,11 +183,13 @@ class Formatter:
             if bug is not None:
                 raise bug
             raise GeneratorBug("ruff format failed on generated code: " + "\n".join(failed))
-        root = self._root
-        return {
-            rel: (root / rel).read_text(encoding="utf-8") if rel in self.python else text
-            for rel, text in sorted(self.files.items())
-        }
+        return {rel: self._formatted(rel, text) for rel, text in sorted(self.files.items())}
+
+    def _formatted(self, rel: str, text: str) -> str:
+        if rel not in self.python:
+            return text
+        with open(os.path.join(self._tmp.name, rel), encoding="utf-8") as f:
+            return f.read()
 
 
 def format_sources(files: dict[str, str]) -> dict[str, str]:
