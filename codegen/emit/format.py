@@ -16,6 +16,10 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from .format_cache import FormatCache
 
 LINE_LENGTH = 100
 TARGET = "py310"
@@ -33,7 +37,19 @@ class GeneratorBug(Exception):
         self.rel = rel
 
 
-def _ruff() -> list[str]:
+# The ruff command after the executable: each file is formatted alone, whatever the batch.
+RUFF_FORMAT = (
+    "format",
+    "--isolated",
+    "--no-cache",  # the temporary folder is never formatted again
+    "--quiet",
+    f"--line-length={LINE_LENGTH}",
+    f"--target-version={TARGET}",
+)
+
+
+def ruff_command() -> list[str]:
+    """How to start the ruff this environment has."""
     try:
         from ruff.__main__ import find_ruff_bin
 
@@ -91,13 +107,16 @@ class Formatter:
     while the generator renders the next; every file is formatted alone, so the bytes do not
     depend on the batches. Nothing is compiled while ruff succeeds: ruff parses every file and
     refuses one that does not parse, and only then is each file compiled, to name the first that
-    does not compile with the line and column ``compile`` gives.
+    does not compile with the line and column ``compile`` gives. With a ``cache``, a file whose
+    formatted text it proves (Note [format cache] in emit/format_cache.py) is not formatted.
     """
 
-    def __init__(self, batch_chars: int = BATCH_CHARS) -> None:
+    def __init__(self, batch_chars: int = BATCH_CHARS, cache: FormatCache | None = None) -> None:
         self.batch_chars = batch_chars
+        self.cache = cache
         self.files: dict[str, str] = {}
         self.python: dict[str, str] = {}
+        self.formatted: dict[str, str] = {}  # taken from the cache, not given to ruff
         self._pending: list[str] = []
         self._pending_chars = 0
         self._runs: list[subprocess.Popen] = []
@@ -127,6 +146,11 @@ class Formatter:
         if not rel.endswith(".py"):
             return
         self.python[rel] = text
+        if self.cache is not None:
+            formatted = self.cache.formatted(rel, text)
+            if formatted is not None:
+                self.formatted[rel] = formatted
+                return
         path = os.path.join(self._tmp.name, rel)
         folder = os.path.dirname(path)
         if folder not in self._folders:
@@ -149,17 +173,7 @@ class Formatter:
             return
         self._runs.append(
             subprocess.Popen(
-                [
-                    *_ruff(),
-                    "format",
-                    "--isolated",
-                    "--no-cache",  # the temporary folder is never formatted again
-                    "--quiet",
-                    f"--line-length={LINE_LENGTH}",
-                    f"--target-version={TARGET}",
-                    "--",
-                    *self._pending,
-                ],
+                [*ruff_command(), *RUFF_FORMAT, "--", *self._pending],
                 cwd=self._root,
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.PIPE,
@@ -188,6 +202,8 @@ class Formatter:
     def _formatted(self, rel: str, text: str) -> str:
         if rel not in self.python:
             return text
+        if rel in self.formatted:
+            return self.formatted[rel]
         with open(os.path.join(self._tmp.name, rel), encoding="utf-8") as f:
             return f.read()
 
