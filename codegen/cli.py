@@ -11,6 +11,7 @@ from pathlib import Path
 
 from .emit import digest
 from .emit.format import GeneratorBug
+from .emit.format_cache import FormatCache
 from .emit.writer import MANIFEST, Report, write
 from .spec.errors import SpecError
 
@@ -112,10 +113,11 @@ def _regenerate(args: argparse.Namespace) -> int:
     if listed is not None:  # Note [no-op digest]: nothing would change
         return _report(args, out, Report(unchanged=[*listed, MANIFEST]))
     sources: dict[str, str] = {}
+    cache = FormatCache(out)
     try:
         from .pipeline import generate  # here: a run that changes nothing never imports torch
 
-        files = generate(text, str(spec_path), spec_path.name, sources=sources)
+        files = generate(text, str(spec_path), spec_path.name, sources=sources, cache=cache)
     except SpecError as exc:
         for diagnostic in exc.diagnostics:
             print(diagnostic, file=sys.stderr)
@@ -132,6 +134,7 @@ def _regenerate(args: argparse.Namespace) -> int:
         report = write(files, out, check=args.check)
         if not args.check:
             digest.record(out, inputs, sources, files)
+            cache.record(files)
     except OSError as exc:
         where = exc.filename or out
         print(f"{where}: error: cannot write the output: {exc.strerror or exc}", file=sys.stderr)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from .emit.format_cache import FormatCache
 from .emit.render import render
 from .resolve.resolved import ResolvedOp, resolve
 from .resolve.sources import searching, sources_read
@@ -51,6 +52,8 @@ def generate(
     spec_name: str,
     check_imports: bool = True,
     sources: dict[str, str] | None = None,
+    cache: FormatCache | None = None,
 ) -> dict[str, str]:
+    """Every generated file's path and content; ``cache`` as for ``render``."""
     spec, ops = analyse(text, path, check_imports, sources)
-    return render(spec, ops, spec_name)
+    return render(spec, ops, spec_name, cache)

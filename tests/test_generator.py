@@ -19,6 +19,7 @@ from specs import replace
 from codegen.cli import main
 from codegen.emit.digest import CACHE
 from codegen.pipeline import analyse, generate, parse
+from codegen.spec import schema
 from codegen.spec.schema import SchemaError, parse_schema
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -214,6 +215,27 @@ def test_registered_schemas_are_the_spec_schemas():
 def test_schema_errors_are_schema_errors(text):
     with pytest.raises(SchemaError):
         parse_schema("demo::op", text)
+
+
+def test_a_schema_text_read_again_reads_as_it_did_fresh():
+    """Note [schema signatures]: what a schema text says is kept per text and forward flag."""
+    text = "(Tensor x, float eps=1e-6) -> (Tensor y, Tensor rstd)"
+    schema._signatures.clear()
+    fresh = parse_schema("demo::a", text)
+    again = parse_schema("demo::b", text)
+    assert fresh.canonical.startswith("demo::a(Tensor x, float eps=")
+    assert again.canonical == fresh.canonical.replace("demo::a", "demo::b")
+    assert (again.arguments, again.returns) == (fresh.arguments, fresh.returns)
+    # Another text is another schema, however alike.
+    other = parse_schema("demo::b", text.replace("1e-6", "1e-5"))
+    assert other.arguments[1].default_value == 1e-5
+    # torch still reads the whole string, the name included.
+    with pytest.raises(SchemaError, match="overload name"):
+        parse_schema("demo::b.o", text)
+    # Only a forward schema must return something.
+    assert parse_schema("demo::c", "(Tensor(a!) x) -> ()").returns == ()
+    with pytest.raises(SchemaError, match="returns nothing"):
+        parse_schema("demo::c", "(Tensor(a!) x) -> ()", forward=True)
 
 
 # --- CLI --------------------------------------------------------------------------------

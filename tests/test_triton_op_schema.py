@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from codegen.resolve import triton_op
 from codegen.resolve.triton_op import differences
 from codegen.spec.schema import parse_schema
 
@@ -39,3 +40,16 @@ def test_schemas_triton_op_registers_as_written(schema):
 )
 def test_schemas_triton_op_would_change_are_reported(schema, problem):
     assert differences("demo::op", parse_schema("demo::op", schema)) == [problem]
+
+
+def test_an_answer_kept_per_text_is_the_fresh_one():
+    triton_op._differences.clear()
+    text = "(Tensor x, int n) -> Tensor y"
+    fresh = differences("demo::a", parse_schema("demo::a", text))
+    assert fresh == ["argument 'n' would be registered as 'SymInt n', not 'int n'"]
+    fresh.clear()  # the caller's list, not the one kept
+    assert differences("demo::b", parse_schema("demo::b", text)) == [
+        "argument 'n' would be registered as 'SymInt n', not 'int n'"
+    ]
+    fixed = text.replace("int n", "SymInt n")
+    assert differences("demo::b", parse_schema("demo::b", fixed)) == []

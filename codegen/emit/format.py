@@ -16,6 +16,10 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from .format_cache import FormatCache
 
 LINE_LENGTH = 100
 TARGET = "py310"
@@ -33,7 +37,19 @@ class GeneratorBug(Exception):
         self.rel = rel
 
 
-def _ruff() -> list[str]:
+# The ruff command after the executable: each file is formatted alone, whatever the batch.
+RUFF_FORMAT = (
+    "format",
+    "--isolated",
+    "--no-cache",  # the temporary folder is never formatted again
+    "--quiet",
+    f"--line-length={LINE_LENGTH}",
+    f"--target-version={TARGET}",
+)
+
+
+def ruff_command() -> list[str]:
+    """How to start the ruff this environment has."""
     try:
         from ruff.__main__ import find_ruff_bin
 
@@ -75,6 +91,8 @@ def _scratch_parent() -> str | None:
     return SHM
 
 
+_CREATE = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_BINARY", 0)
+
 # Rendered text handed to one ruff process: ruff formats a batch while the next is rendered.
 BATCH_CHARS = 2_000_000
 BATCH_FILES = 500  # and at most this many paths on one command line
@@ -89,17 +107,21 @@ class Formatter:
     while the generator renders the next; every file is formatted alone, so the bytes do not
     depend on the batches. Nothing is compiled while ruff succeeds: ruff parses every file and
     refuses one that does not parse, and only then is each file compiled, to name the first that
-    does not compile with the line and column ``compile`` gives.
+    does not compile with the line and column ``compile`` gives. With a ``cache``, a file whose
+    formatted text it proves (Note [format cache] in emit/format_cache.py) is not formatted.
     """
 
-    def __init__(self, batch_chars: int = BATCH_CHARS) -> None:
+    def __init__(self, batch_chars: int = BATCH_CHARS, cache: FormatCache | None = None) -> None:
         self.batch_chars = batch_chars
+        self.cache = cache
         self.files: dict[str, str] = {}
         self.python: dict[str, str] = {}
+        self.formatted: dict[str, str] = {}  # taken from the cache, not given to ruff
         self._pending: list[str] = []
         self._pending_chars = 0
         self._runs: list[subprocess.Popen] = []
         self._tmp: tempfile.TemporaryDirectory | None = None
+        self._folders: set[str] = set()  # made under the temporary folder
 
     def __enter__(self) -> Formatter:
         self._tmp = tempfile.TemporaryDirectory(prefix="codegen-format-", dir=_scratch_parent())
@@ -124,9 +146,23 @@ class Formatter:
         if not rel.endswith(".py"):
             return
         self.python[rel] = text
-        path = self._root / rel
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text, encoding="utf-8", newline="\n")
+        if self.cache is not None:
+            formatted = self.cache.formatted(rel, text)
+            if formatted is not None:
+                self.formatted[rel] = formatted
+                return
+        path = os.path.join(self._tmp.name, rel)
+        folder = os.path.dirname(path)
+        if folder not in self._folders:
+            os.makedirs(folder, exist_ok=True)
+            self._folders.add(folder)
+        fd = os.open(path, _CREATE, 0o666)
+        try:
+            view = memoryview(text.encode("utf-8"))
+            while view:
+                view = view[os.write(fd, view) :]
+        finally:
+            os.close(fd)
         self._pending.append(rel)
         self._pending_chars += len(text)
         if self._pending_chars >= self.batch_chars or len(self._pending) >= BATCH_FILES:
@@ -137,16 +173,7 @@ class Formatter:
             return
         self._runs.append(
             subprocess.Popen(
-                [
-                    *_ruff(),
-                    "format",
-                    "--isolated",
-                    "--quiet",
-                    f"--line-length={LINE_LENGTH}",
-                    f"--target-version={TARGET}",
-                    "--",
-                    *self._pending,
-                ],
+                [*ruff_command(), *RUFF_FORMAT, "--", *self._pending],
                 cwd=self._root,
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.PIPE,
@@ -170,11 +197,15 @@ class Formatter:
             if bug is not None:
                 raise bug
             raise GeneratorBug("ruff format failed on generated code: " + "\n".join(failed))
-        root = self._root
-        return {
-            rel: (root / rel).read_text(encoding="utf-8") if rel in self.python else text
-            for rel, text in sorted(self.files.items())
-        }
+        return {rel: self._formatted(rel, text) for rel, text in sorted(self.files.items())}
+
+    def _formatted(self, rel: str, text: str) -> str:
+        if rel not in self.python:
+            return text
+        if rel in self.formatted:
+            return self.formatted[rel]
+        with open(os.path.join(self._tmp.name, rel), encoding="utf-8") as f:
+            return f.read()
 
 
 def format_sources(files: dict[str, str]) -> dict[str, str]:

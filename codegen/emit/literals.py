@@ -14,11 +14,17 @@ import re
 
 import torch
 
+# Types whose repr is their literal, in a tuple or list too: such containers are repr'd at once.
+_PLAIN = frozenset({type(None), bool, int, str})
+
 
 def py(value: object) -> str:
     """A Python literal for ``value``."""
     if value is None or isinstance(value, (bool, int, str)):
         return repr(value)
+    kind = type(value)
+    if (kind is tuple or kind is list) and all(type(v) in _PLAIN for v in value):
+        return repr(value)  # what the element-wise cases below write, for these types
     if isinstance(value, float):
         if math.isnan(value):
             return 'float("nan")'

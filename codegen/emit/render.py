@@ -15,6 +15,7 @@ from ..spec.shapes import EvaluationError
 from ..views.op_module import op_view, package_view
 from ..views.test_module import tests_view
 from .format import Formatter, GeneratorBug
+from .format_cache import FormatCache
 from .literals import docstring, py
 from .locations import template_dir
 
@@ -44,9 +45,14 @@ def static_source(module: str) -> str:
 
 
 def environment() -> jinja2.Environment:
-    """The one template environment: strict, and the only place filters are registered."""
+    """The one template environment: strict, and the only place filters are registered.
+
+    One is made per render, and its templates do not change while it lives: each is compiled
+    once and, unlike under ``auto_reload``, not looked up on disk again at every import.
+    """
     env = jinja2.Environment(
         loader=jinja2.FileSystemLoader(str(template_dir())),
+        auto_reload=False,
         undefined=jinja2.StrictUndefined,
         trim_blocks=True,
         lstrip_blocks=True,
@@ -80,11 +86,16 @@ def rendering(op: str | None, loc: Location | None = None) -> Iterator[None]:
         raise GeneratorBug(f"{type(exc).__name__}: {exc}", op=op) from exc
 
 
-def render(spec: Spec, ops: tuple[ResolvedOp, ...], spec_name: str) -> dict[str, str]:
-    """Map each output path (relative to the output dir) to its content, in path order."""
+def render(
+    spec: Spec, ops: tuple[ResolvedOp, ...], spec_name: str, cache: FormatCache | None = None
+) -> dict[str, str]:
+    """Map each output path (relative to the output dir) to its content, in path order.
+
+    ``cache`` offers formatted files of the last regenerate (Note [format cache]).
+    """
     owner: dict[str, str] = {}  # generated file -> the operator it belongs to
     try:
-        with Formatter() as formatter:
+        with Formatter(cache=cache) as formatter:
             _render_into(formatter, owner, spec, ops, spec_name)
             return formatter.result()
     except GeneratorBug as exc:

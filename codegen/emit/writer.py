@@ -16,8 +16,8 @@ allows (0644 under umask 022), as ``open`` would give them.
 from __future__ import annotations
 
 import difflib
+import itertools
 import os
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
@@ -95,13 +95,39 @@ def _umask() -> int:
     return mask
 
 
-def _atomic_write(path: Path, content: str, mode: int) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0)
+_names = itertools.count()
+
+
+def _atomic_write(
+    path: str | Path, content: str, mode: int, folders: set[str] | None = None
+) -> None:
+    """Write ``content`` (UTF-8, newlines as they are) to ``path`` through a temporary file.
+
+    The temporary file is created with ``mode`` (the umask applies to it as it would to
+    ``open``'s 0o666, so ``mode`` computed from the umask is what the file gets). ``folders``
+    remembers the folders already made, so a run of writes makes each folder once.
+    """
+    parent, name = os.path.split(path)
+    if folders is None or parent not in folders:
+        os.makedirs(parent, exist_ok=True)
+        if folders is not None:
+            folders.add(parent)
+    data = content.encode("utf-8")
+    while True:
+        tmp = os.path.join(parent, f".{name}.{os.getpid()}-{next(_names)}.tmp")
+        try:
+            fd = os.open(tmp, _FLAGS, mode)
+            break
+        except FileExistsError:  # left by a killed run whose process id this one has
+            continue
     try:
-        os.fchmod(fd, mode)
-        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as f:
-            f.write(content)
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view) :]
+        finally:
+            os.close(fd)
         os.replace(tmp, path)
     except BaseException:
         try:
@@ -111,13 +137,16 @@ def _atomic_write(path: Path, content: str, mode: int) -> None:
         raise
 
 
-def _read(path: Path) -> str | None:
+def _read(path: str | Path) -> str | None:
+    """The text of ``path`` (newlines read as Python's text files read them); None if absent."""
     try:
-        return path.read_text(encoding="utf-8")
+        with open(path, encoding="utf-8") as f:
+            return f.read()
     except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
         return None
     except UnicodeDecodeError:
-        return path.read_bytes().decode("utf-8", errors="replace")
+        with open(path, "rb") as f:
+            return f.read().decode("utf-8", errors="replace")
 
 
 def write(files: dict[str, str], out: Path, check: bool = False) -> Report:
@@ -125,12 +154,14 @@ def write(files: dict[str, str], out: Path, check: bool = False) -> Report:
     report = Report()
     recorded = read_manifest(out)
     mode = 0o666 & ~_umask()
+    folders: set[str] = set()
+    root = os.fspath(out)
     wanted = {**files, MANIFEST: manifest_text(files)}
     if not check and recorded is not None and not set(files) <= set(recorded):
         # Record new paths before writing them, so that an interrupted run leaves none unlisted.
         _atomic_write(out / MANIFEST, manifest_text(set(recorded) | set(files)), mode)
     for rel, content in wanted.items():
-        path = out / rel
+        path = os.path.join(root, rel)
         old = _read(path)
         if old == content:
             report.unchanged.append(rel)
@@ -146,7 +177,7 @@ def write(files: dict[str, str], out: Path, check: bool = False) -> Report:
                 )
             )
         elif rel != MANIFEST:
-            _atomic_write(path, content, mode)
+            _atomic_write(path, content, mode, folders)
     if recorded is None:
         report.unrecorded = sorted(_marked_files(out, set(files)))
     for rel in sorted(set(recorded or ()) - set(files)):

@@ -59,7 +59,25 @@ def _argument_key(a) -> tuple:
 
 
 def differences(qualname: str, schema: Schema) -> list[str]:
-    """How the schema triton_op would register differs from ``schema`` (return names aside)."""
+    """How the schema triton_op would register differs from ``schema`` (return names aside).
+
+    The answer depends on the schema's text alone (Note [schema signatures] in spec/schema.py:
+    the operator's name is only its name), so it is kept per text.
+    """
+    found = _differences.get(schema.text)
+    if found is None:
+        found = tuple(_differences_of(qualname, schema))
+        if len(_differences) >= _DIFFERENCES_KEPT:
+            _differences.clear()
+        _differences[schema.text] = found
+    return list(found)
+
+
+_differences: dict[str, tuple[str, ...]] = {}
+_DIFFERENCES_KEPT = 4096
+
+
+def _differences_of(qualname: str, schema: Schema) -> list[str]:
     quiet = logging.getLogger("torch._library")
     level = quiet.level
     quiet.setLevel(logging.ERROR)  # infer_schema warns before it raises on some types

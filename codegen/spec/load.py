@@ -94,102 +94,206 @@ _SCALAR_CONSTRUCTORS = {
 }
 
 
-def _scalar(node: yaml.ScalarNode, loader) -> Any:
-    if node.tag == _STR_TAG:
-        return node.value
-    constructor = _SCALAR_CONSTRUCTORS.get(node.tag)
-    if constructor is None:
-        return loader.construct_object(node)
-    return constructor(loader, node)
+class _Deep(Exception):
+    """The document nests deeper than MAX_DEPTH: reading stops there."""
 
 
-def _convert(node: yaml.Node, path: str, loader, errors: Errors) -> Node:
-    mark = node.start_mark
-    loc = Location(path, mark.line + 1, mark.column + 1)
-    cls = type(node)
-    if cls is not yaml.ScalarNode and node.tag not in _PLAIN_TAGS:
-        errors.add(loc, f"unsupported YAML tag '{node.tag}'")
-        return Node(None, loc)
-    if cls is yaml.MappingNode:
+class _Reader:
+    """One pass over the parser's events: each is checked as it is read, and builds the nodes.
+
+    ``refused`` collects anchors, aliases and nesting deeper than ``MAX_DEPTH`` (see the module
+    doc), found in every event of the stream, skipped values and later documents included;
+    ``errors`` the problems of nodes (tags, keys, values), which are reported only when nothing
+    was refused, as if the nodes were built after the whole stream had been checked. Tags are
+    resolved and values constructed as PyYAML's composer and SafeConstructor do, so the values,
+    styles and marks are those of ``yaml.compose``.
+    """
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self.errors = Errors()
+        self.refused = Errors()
+        # The composer's error for a second document: reported only when nothing was refused.
+        self.another: yaml.YAMLError | None = None
+        self.depth = 0
+        # Plain scalars resolve by their text alone (the loader has no path resolvers).
+        self.resolved: dict[tuple[str, Any], str] = {}
+
+    def read(self, text: str) -> Node | None:
+        """The first document's root (None for an empty stream); every event is read."""
+        loader = None
+        try:
+            self.loader = loader = _Loader(text)
+            self.get_event = loader.get_event
+            self.next()  # the stream's start
+            if type(self.next()) is yaml.StreamEndEvent:
+                return None
+            event = self.next()
+            root = self.node(event)
+            self.next()  # the document's end
+            following = self.next()
+            if type(following) is not yaml.StreamEndEvent:
+                self.another = yaml.composer.ComposerError(
+                    "expected a single document in the stream",
+                    event.start_mark,
+                    "but found another document",
+                    following.start_mark,
+                )
+                while type(self.next()) is not yaml.StreamEndEvent:
+                    pass  # the rest is checked too
+            return root
+        except _Deep:
+            return None
+        except yaml.YAMLError as exc:
+            self.refused.add(*_syntax_error(exc, text, self.path))
+            return None
+        finally:
+            if loader is not None:
+                loader.dispose()
+
+    def next(self) -> yaml.Event:
+        """The next event, checked."""
+        event = self.get_event()
+        cls = type(event)
+        if cls is yaml.AliasEvent:
+            self.refused.add(
+                _loc(self.path, event.start_mark),
+                f"YAML anchors and aliases are not supported (alias '*{event.anchor}'); write the value out",
+            )
+        elif (
+            cls is yaml.ScalarEvent
+            or cls is yaml.MappingStartEvent
+            or cls is yaml.SequenceStartEvent
+        ):
+            if event.anchor is not None:
+                self.refused.add(
+                    _loc(self.path, event.start_mark),
+                    f"YAML anchors and aliases are not supported (anchor '&{event.anchor}'); write the value out",
+                )
+            if cls is not yaml.ScalarEvent:
+                self.depth += 1
+                if self.depth > MAX_DEPTH:
+                    self.refused.add(
+                        _loc(self.path, event.start_mark),
+                        f"the spec nests deeper than {MAX_DEPTH} levels",
+                    )
+                    raise _Deep
+        elif cls is yaml.MappingEndEvent or cls is yaml.SequenceEndEvent:
+            self.depth -= 1
+        return event
+
+    def skip(self, event: yaml.Event) -> None:
+        """Read past the node that ``event`` starts, building nothing."""
+        if type(event) is yaml.MappingStartEvent or type(event) is yaml.SequenceStartEvent:
+            depth = self.depth
+            while self.depth >= depth:
+                self.next()
+
+    def node(self, event: yaml.Event) -> Node:
+        """The node that ``event`` starts, read to its end."""
+        mark = event.start_mark
+        loc = Location(self.path, mark.line + 1, mark.column + 1)
+        cls = type(event)
+        if cls is yaml.ScalarEvent:
+            return self.scalar(event, loc)
+        if cls is yaml.AliasEvent:
+            return Node(None, loc)  # refused
+        kind = yaml.MappingNode if cls is yaml.MappingStartEvent else yaml.SequenceNode
+        tag = event.tag
+        if tag is None or tag == "!":
+            tag = self.loader.resolve(kind, None, event.implicit)
+        if tag not in _PLAIN_TAGS:
+            self.errors.add(loc, f"unsupported YAML tag '{tag}'")
+            self.skip(event)
+            return Node(None, loc)
+        if cls is yaml.MappingStartEvent:
+            return Node(self.mapping(), loc)
+        items = []
+        while type(event := self.next()) is not yaml.SequenceEndEvent:
+            items.append(self.node(event))
+        return Node(tuple(items), loc)
+
+    def mapping(self) -> Mapping:
         entries = []
         seen: dict[str, Location] = {}
-        for key_node, value_node in node.value:
-            key_loc = _loc(path, key_node.start_mark)
-            if type(key_node) is not yaml.ScalarNode:
+        errors = self.errors
+        while type(key_event := self.next()) is not yaml.MappingEndEvent:
+            key_loc = _loc(self.path, key_event.start_mark)
+            if type(key_event) is not yaml.ScalarEvent:
                 errors.add(key_loc, "mapping keys must be plain strings")
+                self.skip(key_event)
+                self.skip(self.next())
                 continue
-            if key_node.tag == _MERGE_TAG or (key_node.value == "<<" and key_node.style is None):
+            tag = self.tag(key_event)
+            if tag == _MERGE_TAG or (key_event.value == "<<" and key_event.style is None):
                 errors.add(key_loc, "YAML merge keys ('<<') are not supported; write the keys out")
+                self.skip(self.next())
                 continue
             try:
-                key = _scalar(key_node, loader)
+                key = self.value(key_event, tag)
             except (yaml.YAMLError, *_CONSTRUCT_ERRORS) as exc:
                 errors.add(key_loc, f"invalid YAML key: {getattr(exc, 'problem', None) or exc}")
+                self.skip(self.next())
                 continue
             if not isinstance(key, str):
-                key = str(key_node.value)
+                key = str(key_event.value)
             if key in seen:
                 first = seen[key]
                 errors.add(
                     key_loc, f"duplicate key '{key}' (first defined at {first.line}:{first.col})"
                 )
+                self.skip(self.next())
                 continue
             seen[key] = key_loc
-            entries.append((key, key_loc, _convert(value_node, path, loader, errors)))
-        return Node(Mapping(tuple(entries)), loc)
-    if cls is yaml.SequenceNode:
-        return Node(tuple([_convert(item, path, loader, errors) for item in node.value]), loc)
-    shift = None
-    if mark.line == node.end_mark.line and node.style in (None, '"', "'"):
-        shift = 1 if node.style else 0
-    try:
-        value = _scalar(node, loader)
-    except yaml.YAMLError as exc:
-        errors.add(loc, f"invalid YAML value: {getattr(exc, 'problem', None) or exc}")
-        return Node(None, loc)
-    except _CONSTRUCT_ERRORS:
-        errors.add(loc, f"invalid YAML value '{node.value}' for tag '{node.tag}'")
-        return Node(None, loc)
-    if not isinstance(value, _SCALAR_TYPES):
-        # SafeLoader turns 2024-01-01 into a date and !!binary into bytes: no spec value is either.
-        errors.add(
-            loc,
-            f"unsupported YAML value '{node.value}' ({type(value).__name__}); quote it to make it a string",
-        )
-        return Node(None, loc)
-    return Node(value, loc, shift)
+            entries.append((key, key_loc, self.node(self.next())))
+        return Mapping(tuple(entries))
 
+    def tag(self, event: yaml.ScalarEvent) -> str:
+        tag = event.tag
+        if tag is None or tag == "!":
+            key = (event.value, event.implicit)
+            tag = self.resolved.get(key)
+            if tag is None:
+                tag = self.resolved[key] = self.loader.resolve(
+                    yaml.ScalarNode, event.value, event.implicit
+                )
+        return tag
 
-def _check_events(text: str, path: str, errors: Errors) -> None:
-    """Refuse anchors, aliases and deep nesting before a node is composed (see the module doc)."""
-    depth = 0
-    parser = _Loader(text)
-    try:
-        while parser.check_event():
-            event = parser.get_event()
-            cls = type(event)
-            if cls is yaml.AliasEvent:
-                errors.add(
-                    _loc(path, event.start_mark),
-                    f"YAML anchors and aliases are not supported (alias '*{event.anchor}'); write the value out",
-                )
-            elif getattr(event, "anchor", None) is not None:
-                errors.add(
-                    _loc(path, event.start_mark),
-                    f"YAML anchors and aliases are not supported (anchor '&{event.anchor}'); write the value out",
-                )
-            if cls is yaml.MappingStartEvent or cls is yaml.SequenceStartEvent:
-                depth += 1
-                if depth > MAX_DEPTH:
-                    errors.add(
-                        _loc(path, event.start_mark),
-                        f"the spec nests deeper than {MAX_DEPTH} levels",
-                    )
-                    return
-            elif cls is yaml.MappingEndEvent or cls is yaml.SequenceEndEvent:
-                depth -= 1
-    finally:
-        parser.dispose()
+    def value(self, event: yaml.ScalarEvent, tag: str) -> Any:
+        """The scalar's value: the text itself for a string, else what SafeConstructor makes.
+
+        Scalars the spec uses are constructed without construct_object's bookkeeping (the same
+        constructor is called, so values and errors are the same).
+        """
+        if tag == _STR_TAG:
+            return event.value
+        node = yaml.ScalarNode(tag, event.value, event.start_mark, event.end_mark, event.style)
+        constructor = _SCALAR_CONSTRUCTORS.get(tag)
+        if constructor is None:
+            return self.loader.construct_object(node)
+        return constructor(self.loader, node)
+
+    def scalar(self, event: yaml.ScalarEvent, loc: Location) -> Node:
+        shift = None
+        if event.start_mark.line == event.end_mark.line and event.style in (None, '"', "'"):
+            shift = 1 if event.style else 0
+        tag = self.tag(event)
+        try:
+            value = self.value(event, tag)
+        except yaml.YAMLError as exc:
+            self.errors.add(loc, f"invalid YAML value: {getattr(exc, 'problem', None) or exc}")
+            return Node(None, loc)
+        except _CONSTRUCT_ERRORS:
+            self.errors.add(loc, f"invalid YAML value '{event.value}' for tag '{tag}'")
+            return Node(None, loc)
+        if not isinstance(value, _SCALAR_TYPES):
+            # SafeLoader turns 2024-01-01 into a date and !!binary into bytes: no spec value is either.
+            self.errors.add(
+                loc,
+                f"unsupported YAML value '{event.value}' ({type(value).__name__}); quote it to make it a string",
+            )
+            return Node(None, loc)
+        return Node(value, loc, shift)
 
 
 def _syntax_error(exc: yaml.YAMLError, text: str, path: str) -> tuple[Location, str]:
@@ -218,33 +322,27 @@ def load_spec(text: str, path: str, errors: Errors | None = None) -> Node:
 
     Syntax errors raise SpecError at once; problems that leave a usable tree (a duplicate key, an
     unsupported tag) are added to ``errors`` so later stages can report theirs in the same run.
+    The text is parsed once: the events are checked (anchors, aliases, depth) as the nodes are
+    built from them (``_Reader``).
     """
     own = errors is None
     errors = Errors() if errors is None else errors
     if text.startswith("\ufeff"):
         text = text[1:]  # a byte-order mark is not part of the document
-    before = len(errors.items)
-    try:
-        _check_events(text, path, errors)
-    except yaml.YAMLError as exc:
-        errors.add(*_syntax_error(exc, text, path))
-    if len(errors.items) > before:
+    reader = _Reader(path)
+    root = reader.read(text)
+    if reader.refused.items:
+        errors.items.extend(reader.refused.items)
         errors.raise_if_any()
-    loader = _Loader(text)
-    try:
-        root = loader.get_single_node()
-    except yaml.YAMLError as exc:
-        errors.add(*_syntax_error(exc, text, path))
+    if reader.another is not None:
+        errors.add(*_syntax_error(reader.another, text, path))
         errors.raise_if_any()
-        raise AssertionError("unreachable") from exc
-    finally:
-        loader.dispose()
     if root is None:
         errors.add(
             Location(path, 1, 1), "the spec is empty; expected a mapping with 'version' and 'ops'"
         )
         errors.raise_if_any()
-    result = _convert(root, path, loader, errors)
+    errors.items.extend(reader.errors.items)
     if own:
         errors.raise_if_any()
-    return result
+    return root

@@ -248,10 +248,10 @@ def parse_schema(qualname: str, text: str, *, forward: bool = False) -> Schema:
         raise SchemaError(
             "a schema starts with '(' and lists the arguments, e.g. '(Tensor x) -> Tensor'", 0
         )
-    for offset, char in enumerate(text):
+    if not text.isascii():
         # torch's parser reads bytes: non-ASCII text makes it fail with UnicodeDecodeError.
-        if not char.isascii():
-            raise SchemaError(f"schemas must be ASCII text; found {char!r}", offset)
+        offset, char = next((i, c) for i, c in enumerate(text) if not c.isascii())
+        raise SchemaError(f"schemas must be ASCII text; found {char!r}", offset)
     if not qualname.isascii():
         raise SchemaError(f"operator names must be ASCII for torch; got '{qualname}'", 0)
     full = f"{qualname}{text}"
@@ -282,6 +282,28 @@ def parse_schema(qualname: str, text: str, *, forward: bool = False) -> Schema:
 
     if parsed.overload_name:
         raise SchemaError("the schema must not carry an overload name", 0)
+    key = (text, forward)
+    signature = _signatures.get(key)
+    if signature is None:
+        signature = _signature(parsed, text, forward)
+        if len(_signatures) >= _SIGNATURES_KEPT:
+            _signatures.clear()
+        _signatures[key] = signature
+    arguments, returns = signature
+    return Schema(text=text, canonical=str(parsed), arguments=arguments, returns=returns)
+
+
+# Note [schema signatures]: what parse_schema reads from torch's parse of "<qualname><text>",
+# besides the canonical text, depends on the text alone (the operator's name is only its name),
+# so it is kept per text and forward flag: the schema of an operator whose text another one
+# already wrote is only parsed by torch (which still reads the whole string, the name included).
+# Values are frozen and failures are not kept; the dict empties when it reaches _SIGNATURES_KEPT.
+_signatures: dict[tuple[str, bool], tuple[tuple[Argument, ...], tuple[Return, ...]]] = {}
+_SIGNATURES_KEPT = 4096
+
+
+def _signature(parsed, text: str, forward: bool) -> tuple[tuple[Argument, ...], tuple[Return, ...]]:
+    """The arguments and returns of ``parsed``, torch's parse of ``text``; raise SchemaError."""
     spans = _written_types(text)
     if spans is None or len(spans[0]) != len(parsed.arguments):
         spans = ([(None, type_text(a.real_type)) for a in parsed.arguments], [])
@@ -365,9 +387,7 @@ def parse_schema(qualname: str, text: str, *, forward: bool = False) -> Schema:
         if ret.name:
             names.add(ret.name)
         returns.append(Return(name=ret.name or None, type=written, alias=None, is_write=False))
-    return Schema(
-        text=text, canonical=str(parsed), arguments=tuple(arguments), returns=tuple(returns)
-    )
+    return tuple(arguments), tuple(returns)
 
 
 _TYPES_HINT = (

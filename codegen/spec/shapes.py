@@ -230,6 +230,12 @@ def parse_entry(entry: object) -> Expr | str:
         return Expr(str(entry), ())
     if not isinstance(entry, str) or not entry.strip():
         raise ShapeError(f"shape entry {entry!r} must be '...', an integer or a dim expression")
+    return _shape_expr(entry)
+
+
+@functools.lru_cache(maxsize=4096)
+def _shape_expr(entry: str) -> Expr:
+    """A shape entry's checked expression, kept per text: most shapes reuse a few dim names."""
     try:
         tree = ast.parse(entry.strip(), mode="eval").body
     except SyntaxError:
