@@ -258,8 +258,12 @@ def check_offsets(op: str, name: str, offsets: torch.Tensor, total: int, dim: st
 # tensors. Autocast behaves the same either way: a custom operator has no autocast rule, so its
 # inputs reach the launcher in the dtypes they were given.
 _EAGER_FAST_PATH = True
-_PLAIN_TENSORS = (torch.Tensor, torch.nn.Parameter)
+_PLAIN_TENSORS = frozenset((torch.Tensor, torch.nn.Parameter))
 _profiler = torch.autograd.profiler
+# Bound once: each check below is on every eager call of a fast-path operator.
+_dispatch_modes = torch._C._len_torch_dispatch_stack
+_function_modes = torch._C._is_torch_function_mode_enabled
+_functorch_transforms = torch._C._are_functorch_transforms_active
 
 
 def set_eager_fast_path(enabled: bool) -> None:
@@ -273,12 +277,13 @@ def direct_ok(*tensors) -> bool:
     if (
         not _EAGER_FAST_PATH
         or _profiler._is_profiler_enabled
-        or torch._C._len_torch_dispatch_stack()
-        or torch._C._is_torch_function_mode_enabled()
-        or torch._C._are_functorch_transforms_active()
+        or _dispatch_modes()
+        or _function_modes()
+        or _functorch_transforms()
     ):
         return False
+    plain = _PLAIN_TENSORS
     for t in tensors:
-        if t is not None and (type(t) not in _PLAIN_TENSORS or t.is_meta):
+        if t is not None and (type(t) not in plain or t.is_meta):
             return False
     return True
