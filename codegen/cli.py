@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import argparse
 import gc
+import hashlib
+import os
 import sys
+import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -14,6 +17,11 @@ from .emit.format import GeneratorBug
 from .emit.format_cache import FormatCache
 from .emit.writer import MANIFEST, Report, write
 from .spec.errors import SpecError
+
+try:
+    import fcntl
+except ImportError:  # not POSIX: runs into one folder are not serialized
+    fcntl = None
 
 EXIT_OK, EXIT_DRIFT, EXIT_SPEC, EXIT_INTERNAL = 0, 1, 2, 3
 
@@ -30,7 +38,8 @@ exit status:
      was rendering), or the output directory could not be written
 
 Files are removed only when the output directory's manifest ({MANIFEST}) lists them
-and the spec no longer produces them.
+and the spec no longer produces them. Runs that write into the same output directory at the
+same time take turns, so it always holds one whole run's output.
 """
 
 
@@ -83,6 +92,35 @@ def _collector_paused() -> Iterator[None]:
             gc.enable()
 
 
+def lock_path(out: Path) -> str:
+    """The lock file of output folder ``out``: in the temporary folder, never in ``out`` (a run
+    that writes nothing leaves ``out`` byte-identical), named after its resolved path."""
+    key = hashlib.sha256(os.fsencode(os.path.realpath(out))).hexdigest()[:32]
+    return os.path.join(tempfile.gettempdir(), f"codegen-{key}.lock")
+
+
+@contextmanager
+def output_lock(out: Path, check: bool) -> Iterator[None]:
+    """Note [one writer per folder]: two runs into one folder could interleave their files (the
+    digest check, the writes, the manifest, the caches), leaving a mix of two specs' output. An
+    exclusive ``flock`` per folder makes them take turns, from the digest check to the last
+    write; ``--check`` writes nothing and takes no lock. Where the lock file cannot be opened
+    (another user's, in a shared temporary folder) the run goes on unserialized."""
+    if check or fcntl is None:
+        yield
+        return
+    try:
+        fd = os.open(lock_path(out), os.O_RDONLY | os.O_CREAT, 0o644)
+    except OSError:
+        yield
+        return
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
+
+
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     with _collector_paused():
@@ -108,6 +146,11 @@ def _regenerate(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return EXIT_SPEC
+    with output_lock(out, args.check):
+        return _generate(args, text, data, spec_path, out)
+
+
+def _generate(args: argparse.Namespace, text: str, data: bytes, spec_path: Path, out: Path) -> int:
     inputs = digest.inputs(data, spec_path.name)
     listed = digest.up_to_date(out, inputs, spec_path.parent)
     if listed is not None:  # Note [no-op digest]: nothing would change
