@@ -25,6 +25,10 @@ def analyse(
     """
     errors = Errors()
     root = load_spec(text, path, errors)
+    # A value the loader refused (a bad tag, a date) is read as missing by the later stages;
+    # what they would say about it at the same place is a consequence, not a second problem.
+    loaded = len(errors.items)
+    refused = {d.loc for d in errors.items}
     spec = build(root, path, errors)
     ops: tuple[ResolvedOp, ...] = ()
     if spec is not None:
@@ -38,6 +42,9 @@ def analyse(
             if sources is not None:
                 sources.update(sources_read())
         errors.items.extend(unreadable)
+    if refused:
+        later = [d for d in errors.items[loaded:] if d.loc not in refused]
+        errors.items[loaded:] = later
     errors.raise_if_any()
     return spec, ops
 

@@ -225,6 +225,21 @@ def test_yaml_features_and_bad_text_are_located_errors(tmp_path, name):
 
 
 @pytest.mark.parametrize(
+    "value",
+    ["!!bool maybe", "!!int ''", "!!float x", "2024-01-01", "!foo 1"],
+)
+def test_a_value_the_loader_refuses_is_reported_once(tmp_path, value):
+    """The later stages read a refused value as missing; what they would say about it at the
+    same place (here: the reference is required) is a consequence and is not printed."""
+    old = "    reference: attnops_kernels.l2norm.reference:l2norm_ref"
+    rc, err = _cli(tmp_path, replace(old, "    reference: " + value))
+    assert rc == 2, err
+    lines = err.splitlines()
+    assert len(lines) == 2 and lines[-1] == "1 error; nothing written", err
+    assert lines[0].startswith("ops.yaml:19:16: error: "), err
+
+
+@pytest.mark.parametrize(
     "data, where",
     [
         (b"version: 1\ndoc: \xff\xfe\n", "ops.yaml:2:6:"),
