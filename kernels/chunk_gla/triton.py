@@ -1639,14 +1639,15 @@ def chunk_gla_bwd(q, k, v, g, scale: float | None, initial_state, cu_seqlens, do
         num_stages=vs,
     )
     if use_cu:
-        _bwd_fallback(q, k, v, g, scale, h0, cu, flag, do, dht, dq, dk, dv, dg, dh0, N, fb, mode)
+        _bwd_sequential(q, k, v, g, scale, h0, cu, flag, do, dht, dq, dk, dv, dg, dh0, N, fb, mode)
     return dq, dk, dv, dg, dh0
 
 
-def _bwd_fallback(q, k, v, g, scale, h0, cu, flag, do, dht, dq, dk, dv, dg, dh0, N, cfg, mode):
-    """The sequential backward of packed sequences: each program walks a whole sequence. Its
-    kernels do the work only when the clamped offsets fall somewhere (flag != 0), and then
-    rewrite every result."""
+def _bwd_sequential(q, k, v, g, scale, h0, cu, flag, do, dht, dq, dk, dv, dg, dh0, N, cfg, mode):
+    """The sequential backward: each program walks a whole sequence. With packed sequences
+    (``cu`` not None) its kernels do the work only when the clamped offsets fall somewhere
+    (``flag`` != 0), and then rewrite every result; without, they always do (the benchmarks
+    compare the chunk-parallel passes with it)."""
     B, T, H, K = q.shape
     V = v.shape[-1]
     BK, BV, nw, ns = cfg
@@ -1663,7 +1664,7 @@ def _bwd_fallback(q, k, v, g, scale, h0, cu, flag, do, dht, dq, dk, dv, dg, dh0,
         BT=_BT,
         BK=BK,
         BV=BV,
-        USE_CU=True,
+        USE_CU=cu is not None,
         USE_DHT=dht is not None,
         MODE=mode,
         num_warps=nw,
@@ -1729,3 +1730,42 @@ def _bwd_fallback(q, k, v, g, scale, h0, cu, flag, do, dht, dq, dk, dv, dg, dh0,
         NV=NV,
         **common,
     )
+
+
+def chunk_gla_bwd_sequential(q, k, v, g, scale, initial_state, cu_seqlens, do, dht):
+    """:func:`chunk_gla_bwd` by the sequential kernels alone (one program per sequence, head and
+    V block walking every chunk), as the backward was computed before the chunk-parallel
+    passes; for comparisons. Same arguments and results; ``g`` float32."""
+    B, T, H, K = q.shape
+    scale = K**-0.5 if scale is None else scale
+    V = v.shape[-1]
+    cu, N = _packed(cu_seqlens, B, T, q.device)
+    h0, dht = _float32(initial_state), _float32(dht)
+    out = (
+        q.new_empty((B, T, H, K)),
+        k.new_empty((B, T, H, K)),
+        v.new_empty((B, T, H, V)),
+        q.new_empty((B, T, H), dtype=torch.float32),
+        q.new_empty((N, H, K, V), dtype=torch.float32),
+    )
+    flag = None
+    if cu is not None:
+        # every offset "falls": the kernels do the work
+        flag = torch.ones((1,), dtype=torch.int32, device=q.device)
+    _bwd_sequential(
+        q,
+        k,
+        v,
+        g,
+        scale,
+        h0,
+        cu,
+        flag,
+        do,
+        dht,
+        *out,
+        N,
+        _config(K, V, q.dtype, True),
+        _mode(q.dtype),
+    )
+    return out
