@@ -13,10 +13,12 @@ absolute error relative to the largest reference gradient.
 
 ``--dry-run`` runs a smaller set of checks and no timing (the CPU, under ``TRITON_INTERPRET=1``).
 On a GPU the full set runs, then, for each shape of the suite (bf16, ``g = logsigmoid(randn)``,
-no states), the GPU time of the forward and of the backward by CUDA-graph replay, the backward
-of the sequential kernels it replaced (``chunk_gla_bwd_sequential``) and the largest difference
-between the two backwards relative to the largest gradient (BAD above 2e-2, which flags a
-miscompile): a markdown table. Exit status 1 when a check fails or a row is BAD.
+no states), the GPU time of the forward and of the backward by CUDA-graph replay, of the
+backward with its two state walks in separate launches and of the sequential backward it
+replaced (``chunk_gla_bwd_sequential``), and the largest difference between the chunked and the
+sequential backward relative to the largest gradient (BAD above 2e-2, which flags a miscompile):
+a markdown table, then the registers and spills of the compiled kernels. Exit status 1 when a
+check fails or a row is BAD.
 """
 
 from __future__ import annotations
@@ -220,12 +222,35 @@ def check_autograd_ref(device):
     )
 
 
+def unfused(fn):
+    """fn() with the backward's two state walks launched one after the other."""
+    mod._BWD_STATES_FUSED = False
+    try:
+        return fn()
+    finally:
+        mod._BWD_STATES_FUSED = True
+
+
+def check_unfused(device):
+    """The state walks give the same results bit for bit in one launch or in two."""
+    gen = torch.Generator().manual_seed(2)
+    B, T, H, K, V = 1, 150, 2, 100, 70
+    x = [torch.randn(B, T, H, d, generator=gen).to(device, BF16) for d in (K, K, V, V)]
+    g = F.logsigmoid(torch.randn(B, T, H, generator=gen)).to(device)
+    s0, dht = (torch.randn(3, H, K, V, generator=gen).to(device) for _ in range(2))
+    cu = torch.tensor([0, 64, 65, 150], device=device)
+    args = (*x[:3], g, None, s0, cu, x[3], dht)
+    a, b = mod.chunk_gla_bwd(*args), unfused(lambda: mod.chunk_gla_bwd(*args))
+    same = all(torch.equal(u, w) for u, w in zip(a, b, strict=True))
+    return same, f"{'ok ' if same else 'BAD'} fused and separate state walks agree bit for bit"
+
+
 def checks(device, dry):
     lines, bad = [], 0
-    ok, line = check_autograd_ref(device)
-    bad += not ok
-    lines.append(line)
-    print(line, flush=True)
+    for ok, line in (check_autograd_ref(device), check_unfused(device)):
+        bad += not ok
+        lines.append(line)
+        print(line, flush=True)
     for case in CASES[:DRY] if dry else CASES:
         try:
             ok, line = check_case(*case, device)
@@ -271,20 +296,21 @@ def timing(only, calls):
         t_f = graph_us(fwd, calls=calls)
         t_b = graph_us(bwd, calls=calls)
         t_s = graph_us(seq, calls=calls)
+        t_u = unfused(lambda bwd=bwd: graph_us(bwd, calls=calls))
         flag = "ok" if err <= BAD else "BAD"
         bad += flag == "BAD"
-        rows.append((label, t_f, t_b, t_b / t_f, t_s, t_s / t_b, err, flag))
+        rows.append((label, t_f, t_b, t_b / t_f, t_u, t_s, t_s / t_b, err, flag))
         torch.cuda.empty_cache()
     print(f"\n## chunk_gla backward, bf16, {torch.cuda.get_device_name()}\n")
     print(
-        "| shape | fwd us | bwd us | bwd / fwd | sequential bwd us | speedup | "
-        "max diff vs sequential | |"
+        "| shape | fwd us | bwd us | bwd / fwd | bwd, state walks apart, us | "
+        "sequential bwd us | speedup | max diff vs sequential | |"
     )
-    print("|---" * 8 + "|")
-    for label, t_f, t_b, r, t_s, sp, err, flag in rows:
+    print("|---" * 9 + "|")
+    for label, t_f, t_b, r, t_u, t_s, sp, err, flag in rows:
         print(
-            f"| {label} | {t_f:.1f} | {t_b:.1f} | {r:.2f} | {t_s:.1f} | {sp:.1f}x | {err:.1e} | "
-            f"{flag} |"
+            f"| {label} | {t_f:.1f} | {t_b:.1f} | {r:.2f} | {t_u:.1f} | {t_s:.1f} | {sp:.1f}x | "
+            f"{err:.1e} | {flag} |"
         )
     kernels = (
         "_gla_fwd_h_kernel",

@@ -252,7 +252,8 @@ def _gla_fwd_g_kernel(
 
 
 @triton.jit
-def _gla_fwd_h_kernel(
+def _h_walk(
+    pid,
     k,
     v,
     gc,
@@ -288,7 +289,6 @@ def _gla_fwd_h_kernel(
     NV = (V + BV - 1) // BV
     NKV = (K + BK - 1) // BK * NV
     DT = k.dtype.element_ty
-    pid = tl.program_id(0)
     i_nh = pid // NKV
     i_k = pid % NKV // NV
     i_v = pid % NV
@@ -327,6 +327,69 @@ def _gla_fwd_h_kernel(
 
     if STORE_HT:
         tl.store(ht + s_off, b_s, mask=m_s)
+
+
+@triton.jit
+def _gla_fwd_h_kernel(
+    k,
+    v,
+    gc,
+    h0,
+    h,
+    ht,
+    cu,
+    T,
+    H,
+    NT,
+    s_kb,
+    s_kt,
+    s_kh,
+    s_kk,
+    s_vb,
+    s_vt,
+    s_vh,
+    s_vv,
+    K: tl.constexpr,
+    V: tl.constexpr,
+    BT: tl.constexpr,
+    BK: tl.constexpr,
+    BV: tl.constexpr,
+    USE_CU: tl.constexpr,
+    USE_H0: tl.constexpr,
+    STORE_HT: tl.constexpr,
+    MODE: tl.constexpr,
+):
+    # Grid (sequences x heads x state tiles,): see _h_walk.
+    _h_walk(
+        tl.program_id(0),
+        k,
+        v,
+        gc,
+        h0,
+        h,
+        ht,
+        cu,
+        T,
+        H,
+        NT,
+        s_kb,
+        s_kt,
+        s_kh,
+        s_kk,
+        s_vb,
+        s_vt,
+        s_vh,
+        s_vv,
+        K,
+        V,
+        BT,
+        BK,
+        BV,
+        USE_CU,
+        USE_H0,
+        STORE_HT,
+        MODE,
+    )
 
 
 @triton.jit
@@ -844,7 +907,8 @@ def _slot_uncovered(cu, ordered, i_s, N, T, o_t, BT: tl.constexpr):
 
 
 @triton.jit
-def _gla_bwd_dh_kernel(
+def _dh_walk(
+    pid,
     q,
     do,
     gc,
@@ -881,7 +945,6 @@ def _gla_bwd_dh_kernel(
     NV = (V + BV - 1) // BV
     NKV = (K + BK - 1) // BK * NV
     DT = q.dtype.element_ty
-    pid = tl.program_id(0)
     i_nh = pid // NKV
     i_k = pid % NKV // NV
     i_v = pid % NV
@@ -920,6 +983,182 @@ def _gla_bwd_dh_kernel(
         b_dh = b_dh * tl.exp(b_GL) + _dot(b_qg, b_do, DT, MODE)
 
     tl.store(dh0 + s_off, b_dh, mask=m_s)
+
+
+@triton.jit
+def _gla_bwd_dh_kernel(
+    q,
+    do,
+    gc,
+    dht,
+    dh,
+    dh0,
+    cu,
+    scale,
+    T,
+    H,
+    NT,
+    s_qb,
+    s_qt,
+    s_qh,
+    s_qk,
+    s_db,
+    s_dt,
+    s_dh,
+    s_dv,
+    K: tl.constexpr,
+    V: tl.constexpr,
+    BT: tl.constexpr,
+    BK: tl.constexpr,
+    BV: tl.constexpr,
+    USE_CU: tl.constexpr,
+    USE_DHT: tl.constexpr,
+    MODE: tl.constexpr,
+):
+    # Grid (sequences x heads x state tiles,): see _dh_walk.
+    _dh_walk(
+        tl.program_id(0),
+        q,
+        do,
+        gc,
+        dht,
+        dh,
+        dh0,
+        cu,
+        scale,
+        T,
+        H,
+        NT,
+        s_qb,
+        s_qt,
+        s_qh,
+        s_qk,
+        s_db,
+        s_dt,
+        s_dh,
+        s_dv,
+        K,
+        V,
+        BT,
+        BK,
+        BV,
+        USE_CU,
+        USE_DHT,
+        MODE,
+    )
+
+
+@triton.jit
+def _gla_bwd_states_kernel(
+    k,
+    v,
+    q,
+    do,
+    gc,
+    h0,
+    h,
+    dht,
+    dh,
+    dh0,
+    cu,
+    scale,
+    T,
+    H,
+    NT,
+    NP,
+    s_kb,
+    s_kt,
+    s_kh,
+    s_kk,
+    s_vb,
+    s_vt,
+    s_vh,
+    s_vv,
+    s_qb,
+    s_qt,
+    s_qh,
+    s_qk,
+    s_db,
+    s_dt,
+    s_dh,
+    s_dv,
+    K: tl.constexpr,
+    V: tl.constexpr,
+    BT: tl.constexpr,
+    BK: tl.constexpr,
+    BV: tl.constexpr,
+    USE_CU: tl.constexpr,
+    USE_H0: tl.constexpr,
+    USE_DHT: tl.constexpr,
+    MODE: tl.constexpr,
+):
+    # The two sequential walks of the backward in one launch, side by side: programs below NP
+    # (sequences x heads x state tiles) recompute the chunk states h as _gla_fwd_h_kernel, the
+    # others the gradients of the chunk end states dh as _gla_bwd_dh_kernel. Few sequences and
+    # heads leave most of the GPU idle in either walk alone.
+    pid = tl.program_id(0)
+    if pid < NP:
+        _h_walk(
+            pid,
+            k,
+            v,
+            gc,
+            h0,
+            h,
+            h,
+            cu,
+            T,
+            H,
+            NT,
+            s_kb,
+            s_kt,
+            s_kh,
+            s_kk,
+            s_vb,
+            s_vt,
+            s_vh,
+            s_vv,
+            K,
+            V,
+            BT,
+            BK,
+            BV,
+            USE_CU,
+            USE_H0,
+            False,
+            MODE,
+        )
+    else:
+        _dh_walk(
+            pid - NP,
+            q,
+            do,
+            gc,
+            dht,
+            dh,
+            dh0,
+            cu,
+            scale,
+            T,
+            H,
+            NT,
+            s_qb,
+            s_qt,
+            s_qh,
+            s_qk,
+            s_db,
+            s_dt,
+            s_dh,
+            s_dv,
+            K,
+            V,
+            BT,
+            BK,
+            BV,
+            USE_CU,
+            USE_DHT,
+            MODE,
+        )
 
 
 @triton.jit
@@ -1206,14 +1445,19 @@ def _fwd_config(K, V, dtype):
 @functools.cache
 def _bwd_config(K, V, dtype):
     """Backward launch configs: (chunk size BT, then each as (BK, BV, num_warps, num_stages): the
-    forward's state pass recomputing the chunk states, the reverse state pass, the dq/dk/dg
-    pass, the dv pass, and the sequential fallback kernels)."""
+    two state walks (the forward's state pass recomputing the chunk states and the reverse one),
+    the dq/dk/dg pass, the dv pass, and the sequential fallback kernels)."""
     BT, state, _, _ = _fwd_config(K, V, dtype)
     fallback = _config(K, V, dtype, True)
     if dtype == torch.float32:
-        return BT, state, (64, 32, 4, 1), (64, 32, 4, 1), (64, 32, 4, 1), fallback
+        return BT, state, (64, 32, 4, 1), (64, 32, 4, 1), fallback
     # 16-bit blocks stay at 64 or more (see _config).
-    return BT, state, (64, 64, 4, 3), (64, 64, 8, 2), (64, 64, 4, 2), fallback
+    return BT, state, (64, 64, 8, 2), (64, 64, 4, 2), fallback
+
+
+# Whether the backward runs its two state walks in one launch (_gla_bwd_states_kernel) rather
+# than two (_gla_fwd_h_kernel, then _gla_bwd_dh_kernel); the benchmarks time both.
+_BWD_STATES_FUSED = True
 
 
 def _packed(cu_seqlens, B, T, device):
@@ -1431,10 +1675,11 @@ def chunk_gla_fwd(
 def chunk_gla_bwd(q, k, v, g, scale: float | None, initial_state, cu_seqlens, do, dht):
     """Backward of ``chunk_gla``: the gradients of every differentiable forward input.
 
-    Chunks of 64 tokens, in five launches (seven with ``cu_seqlens``): the cumulative log-decay
-    within each chunk and the state at the start of each chunk, as in :func:`chunk_gla_fwd`;
-    the gradient of the state at the end of each chunk, one program per (sequence, head, state
-    tile) walking its chunks backwards (its last step gives ``dh0``); then ``dq``, ``dk`` and
+    Chunks of 64 tokens, in four launches (seven with ``cu_seqlens``): the cumulative log-decay
+    within each chunk, as in :func:`chunk_gla_fwd`; in one launch, the state at the start of
+    each chunk (as the forward computes it) and the gradient of the state at the end of each
+    chunk, one program per (sequence, head, state tile) walking its chunks forwards or backwards
+    (the last backward step gives ``dh0``); then ``dq``, ``dk`` and
     ``dg`` one program per (chunk, head, K block), and ``dv`` one per (chunk, head, V block),
     from those states and the in-chunk attention. With ``cu_seqlens``, a walk of each whole
     sequence that does the work only where the clamped offsets fall somewhere (the chunks of
@@ -1489,9 +1734,7 @@ def chunk_gla_bwd(q, k, v, g, scale: float | None, initial_state, cu_seqlens, do
 
     if g.dtype is not torch.float32:
         g = g.to(torch.float32)
-    BT, (hk, hv, hw, hs), (rk, rv, rw, rs), (qk, qv, qw, qs), (vk, vv, vw, vs), fb = _bwd_config(
-        K, V, q.dtype
-    )
+    BT, (hk, hv, hw, hs), (qk, qv, qw, qs), (vk, vv, vw, vs), fb = _bwd_config(K, V, q.dtype)
     mode = _mode(q.dtype)
     cu = cu_seqlens
     use_cu = cu is not None
@@ -1523,56 +1766,92 @@ def chunk_gla_bwd(q, k, v, g, scale: float | None, initial_state, cu_seqlens, do
         num_warps=4,
         num_stages=1,
     )
-    launchable(_gla_fwd_h_kernel, dv)[(N * H * cdiv(K, hk) * cdiv(V, hv),)](
-        k,
-        v,
-        gc,
-        h0,
-        h,
-        None,
-        cu,
-        T,
-        H,
-        NT,
-        *k_s,
-        *v_s,
-        K=K,
-        V=V,
-        BT=BT,
-        BK=hk,
-        BV=hv,
-        USE_CU=use_cu,
-        USE_H0=h0 is not None,
-        STORE_HT=False,
-        MODE=mode,
-        num_warps=hw,
-        num_stages=hs,
-    )
-    launchable(_gla_bwd_dh_kernel, dv)[(N * H * cdiv(K, rk) * cdiv(V, rv),)](
-        q,
-        do,
-        gc,
-        dht,
-        dh,
-        dh0,
-        cu,
-        float(scale),
-        T,
-        H,
-        NT,
-        *q_s,
-        *do_s,
-        K=K,
-        V=V,
-        BT=BT,
-        BK=rk,
-        BV=rv,
-        USE_CU=use_cu,
-        USE_DHT=dht is not None,
-        MODE=mode,
-        num_warps=rw,
-        num_stages=rs,
-    )
+    NP = N * H * cdiv(K, hk) * cdiv(V, hv)
+    if _BWD_STATES_FUSED:
+        launchable(_gla_bwd_states_kernel, dv)[(2 * NP,)](
+            k,
+            v,
+            q,
+            do,
+            gc,
+            h0,
+            h,
+            dht,
+            dh,
+            dh0,
+            cu,
+            float(scale),
+            T,
+            H,
+            NT,
+            NP,
+            *k_s,
+            *v_s,
+            *q_s,
+            *do_s,
+            K=K,
+            V=V,
+            BT=BT,
+            BK=hk,
+            BV=hv,
+            USE_CU=use_cu,
+            USE_H0=h0 is not None,
+            USE_DHT=dht is not None,
+            MODE=mode,
+            num_warps=hw,
+            num_stages=hs,
+        )
+    else:
+        launchable(_gla_fwd_h_kernel, dv)[(N * H * cdiv(K, hk) * cdiv(V, hv),)](
+            k,
+            v,
+            gc,
+            h0,
+            h,
+            None,
+            cu,
+            T,
+            H,
+            NT,
+            *k_s,
+            *v_s,
+            K=K,
+            V=V,
+            BT=BT,
+            BK=hk,
+            BV=hv,
+            USE_CU=use_cu,
+            USE_H0=h0 is not None,
+            STORE_HT=False,
+            MODE=mode,
+            num_warps=hw,
+            num_stages=hs,
+        )
+        launchable(_gla_bwd_dh_kernel, dv)[(N * H * cdiv(K, hk) * cdiv(V, hv),)](
+            q,
+            do,
+            gc,
+            dht,
+            dh,
+            dh0,
+            cu,
+            float(scale),
+            T,
+            H,
+            NT,
+            *q_s,
+            *do_s,
+            K=K,
+            V=V,
+            BT=BT,
+            BK=hk,
+            BV=hv,
+            USE_CU=use_cu,
+            USE_DHT=dht is not None,
+            MODE=mode,
+            num_warps=hw,
+            num_stages=hs,
+        )
     launchable(_gla_bwd_dqk_kernel, dv)[(NKG * NS, H)](
         q,
         k,
