@@ -28,7 +28,18 @@ import torch
 
 import attnops_kernels.chunk_gla.triton as current
 
-KERNELS = ("_gla_fwd_kernel", "_gla_bwd_dkv_kernel", "_gla_bwd_dq_kernel", "_gla_bwd_dg_kernel")
+KERNELS = (
+    "_gla_fwd_g_kernel",
+    "_gla_fwd_h_kernel",
+    "_gla_fwd_o_kernel",
+    "_gla_fwd_kernel",
+    "_gla_bwd_dh_kernel",
+    "_gla_bwd_dqk_kernel",
+    "_gla_bwd_dv_kernel",
+    "_gla_bwd_dkv_kernel",
+    "_gla_bwd_dq_kernel",
+    "_gla_bwd_dg_kernel",
+)
 DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
 # name, dtype, B, T, H, K, V, number of packed sequences (0: none), with states
 SHAPES = [
@@ -145,7 +156,7 @@ def kernel_report(new_mod, old_mod):
     print("\ncompiled kernels (specializations in launch order): regs / spills / shared bytes")
     for name in KERNELS:
         new = compiled(getattr(new_mod, name))
-        old = compiled(getattr(old_mod, name)) if old_mod else []
+        old = compiled(getattr(old_mod, name, None)) if old_mod else []
         for i, kn in enumerate(new):
             row = f"  {name:22s} #{i}: new {kn.n_regs}/{kn.n_spills}/{kn.metadata.shared}"
             if i < len(old):

@@ -252,7 +252,8 @@ def _gla_fwd_g_kernel(
 
 
 @triton.jit
-def _gla_fwd_h_kernel(
+def _h_walk(
+    pid,
     k,
     v,
     gc,
@@ -288,7 +289,6 @@ def _gla_fwd_h_kernel(
     NV = (V + BV - 1) // BV
     NKV = (K + BK - 1) // BK * NV
     DT = k.dtype.element_ty
-    pid = tl.program_id(0)
     i_nh = pid // NKV
     i_k = pid % NKV // NV
     i_v = pid % NV
@@ -327,6 +327,69 @@ def _gla_fwd_h_kernel(
 
     if STORE_HT:
         tl.store(ht + s_off, b_s, mask=m_s)
+
+
+@triton.jit
+def _gla_fwd_h_kernel(
+    k,
+    v,
+    gc,
+    h0,
+    h,
+    ht,
+    cu,
+    T,
+    H,
+    NT,
+    s_kb,
+    s_kt,
+    s_kh,
+    s_kk,
+    s_vb,
+    s_vt,
+    s_vh,
+    s_vv,
+    K: tl.constexpr,
+    V: tl.constexpr,
+    BT: tl.constexpr,
+    BK: tl.constexpr,
+    BV: tl.constexpr,
+    USE_CU: tl.constexpr,
+    USE_H0: tl.constexpr,
+    STORE_HT: tl.constexpr,
+    MODE: tl.constexpr,
+):
+    # Grid (sequences x heads x state tiles,): see _h_walk.
+    _h_walk(
+        tl.program_id(0),
+        k,
+        v,
+        gc,
+        h0,
+        h,
+        ht,
+        cu,
+        T,
+        H,
+        NT,
+        s_kb,
+        s_kt,
+        s_kh,
+        s_kk,
+        s_vb,
+        s_vt,
+        s_vh,
+        s_vv,
+        K,
+        V,
+        BT,
+        BK,
+        BV,
+        USE_CU,
+        USE_H0,
+        STORE_HT,
+        MODE,
+    )
 
 
 @triton.jit
@@ -527,6 +590,7 @@ def _gla_bwd_dkv_kernel(
     dv,
     dh0,
     cu,
+    flag,
     scale,
     T,
     H,
@@ -560,6 +624,11 @@ def _gla_bwd_dkv_kernel(
     MODE: tl.constexpr,
 ):
     i_n, i_h, i_v, i_b, bos, eos = _program_seq(cu, T, H, USE_CU)
+    if USE_CU:
+        # Only for packed offsets that fall somewhere (flag != 0, set by _gla_fwd_g_kernel);
+        # otherwise the chunk-parallel kernels produce everything and this does nothing.
+        fallen = tl.load(flag) != 0
+        eos = tl.where(fallen, eos, bos)
     DT = q.dtype.element_ty
 
     o_t, o_k, o_v, m_k, m_v = _tile_offsets(i_v, K, V, BT, BK, BV)
@@ -573,6 +642,8 @@ def _gla_bwd_dkv_kernel(
     p_do0 = _head_ptr(do, i_b, i_h, s_db, s_dh, o_v, s_dv)
     p_g0 = g + i_b * s_gb + i_h * s_gh
     s_off, m_s = _state_offsets(i_n, i_h, H, K, V, o_k, o_v, m_k, m_v)
+    if USE_CU:
+        m_s = tl.where(fallen, m_s, False)
     b_ds = _load_state(dht, s_off, m_s, USE_DHT, BK, BV)
 
     NC = tl.cdiv(eos - bos, BT)
@@ -619,6 +690,8 @@ def _gla_bwd_dkv_kernel(
 
     if USE_CU:
         head, tail = _uncovered(i_n, bos, eos, T, H)
+        head = tl.where(fallen, head, 0)
+        tail = tl.where(fallen, tail, T)
         _zero_rows(dv, 0, head, i_h, H, V, o_v, m_v, o_t, BT, BV)
         _zero_rows(dv, tail, T, i_h, H, V, o_v, m_v, o_t, BT, BV)
 
@@ -636,6 +709,7 @@ def _gla_bwd_dq_kernel(
     dg_part,
     dhs_part,
     cu,
+    flag,
     scale,
     T,
     H,
@@ -671,6 +745,11 @@ def _gla_bwd_dq_kernel(
     MODE: tl.constexpr,
 ):
     i_n, i_h, i_v, i_b, bos, eos = _program_seq(cu, T, H, USE_CU)
+    if USE_CU:
+        # Only for packed offsets that fall somewhere (flag != 0, set by _gla_fwd_g_kernel);
+        # otherwise the chunk-parallel kernels produce everything and this does nothing.
+        fallen = tl.load(flag) != 0
+        eos = tl.where(fallen, eos, bos)
     DT = k.dtype.element_ty
 
     o_t, o_k, o_v, m_k, m_v = _tile_offsets(i_v, K, V, BT, BK, BV)
@@ -731,6 +810,7 @@ def _gla_bwd_dg_kernel(
     dk,
     dg,
     cu,
+    flag,
     T,
     H,
     N,
@@ -744,6 +824,11 @@ def _gla_bwd_dg_kernel(
     MODE: tl.constexpr,
 ):
     i_n, i_h, _, i_b, bos, eos = _program_seq(cu, T, H, USE_CU)
+    if USE_CU:
+        # Only for packed offsets that fall somewhere (flag != 0, set by _gla_fwd_g_kernel);
+        # otherwise the chunk-parallel kernels produce everything and this does nothing.
+        fallen = tl.load(flag) != 0
+        eos = tl.where(fallen, eos, bos)
 
     o_t = tl.arange(0, BT)
     o_k = tl.arange(0, BK)
@@ -779,12 +864,544 @@ def _gla_bwd_dg_kernel(
 
     if USE_CU:
         head, tail = _uncovered(i_n, bos, eos, T, H)
+        head = tl.where(fallen, head, 0)
+        tail = tl.where(fallen, tail, T)
         _zero_rows(dq, 0, head, i_h, H, K, o_k, m_k, o_t, BT, BK)
         _zero_rows(dq, tail, T, i_h, H, K, o_k, m_k, o_t, BT, BK)
         _zero_rows(dk, 0, head, i_h, H, K, o_k, m_k, o_t, BT, BK)
         _zero_rows(dk, tail, T, i_h, H, K, o_k, m_k, o_t, BT, BK)
         _zero_rows_1d(dg, 0, head, i_h, H, o_t, BT)
         _zero_rows_1d(dg, tail, T, i_h, H, o_t, BT)
+
+
+@triton.jit
+def _slot_chunk(cu, flag, i_s, T, N, NT, BT: tl.constexpr, USE_CU: tl.constexpr):
+    # (batch row, first token, end token, chunk, whether this program works, whether the offsets
+    # are ordered) of state slot i_s, as _gla_fwd_o_kernel finds them. With packed sequences
+    # whose clamped offsets fall somewhere (flag != 0) no slot is live: the sequential fallback
+    # kernels then produce every result.
+    if USE_CU:
+        ordered = tl.load(flag) == 0
+        i_b, bos, eos, i_c, live = _slot_owner(cu, i_s, N, T, BT)
+        live = live & ordered
+    else:
+        ordered = True
+        i_b = (i_s // NT).to(tl.int64)
+        i_c = i_s % NT
+        bos = i_b * 0
+        eos = bos + T
+        live = True
+    return i_b, bos, eos, i_c, live, ordered
+
+
+@triton.jit
+def _slot_uncovered(cu, ordered, i_s, N, T, o_t, BT: tl.constexpr):
+    # Mask of the rows of slot i_s's BT-row window that precede the first packed sequence or
+    # follow the last (the windows of all slots cover [0, T)); none when the offsets fall.
+    z_b, head, z_e = _seq_bounds(cu, i_s * 0, T, True)
+    z_b, z_s, tail = _seq_bounds(cu, i_s * 0 + N - 1, T, True)
+    head = tl.where(ordered, head, 0)
+    tail = tl.where(ordered, tail, T)
+    r = i_s.to(tl.int64) * BT + o_t
+    return r, (r < head) | ((r >= tail) & (r < T))
+
+
+@triton.jit
+def _dh_walk(
+    pid,
+    q,
+    do,
+    gc,
+    dht,
+    dh,
+    dh0,
+    cu,
+    scale,
+    T,
+    H,
+    NT,
+    s_qb,
+    s_qt,
+    s_qh,
+    s_qk,
+    s_db,
+    s_dt,
+    s_dh,
+    s_dv,
+    K: tl.constexpr,
+    V: tl.constexpr,
+    BT: tl.constexpr,
+    BK: tl.constexpr,
+    BV: tl.constexpr,
+    USE_CU: tl.constexpr,
+    USE_DHT: tl.constexpr,
+    MODE: tl.constexpr,
+):
+    # The reverse of _gla_fwd_h_kernel: one program per (sequence, head, [BK, BV] tile) walks
+    # its sequence's chunks from the last, storing into dh[slot] the gradient of the state at
+    # the end of the chunk (dht after the last), then stepping to the chunk's start:
+    # dS <- exp(G_L) dS + scale * (q * exp(G))^T do. What is left is the gradient of the initial
+    # state, stored into dh0.
+    NV = (V + BV - 1) // BV
+    NKV = (K + BK - 1) // BK * NV
+    DT = q.dtype.element_ty
+    i_nh = pid // NKV
+    i_k = pid % NKV // NV
+    i_v = pid % NV
+    i_n = i_nh // H
+    i_h = i_nh % H
+    i_b, bos, eos = _seq_bounds(cu, i_n, T, USE_CU)
+    if USE_CU:
+        c0 = bos // BT + i_n
+    else:
+        c0 = i_n.to(tl.int64) * NT
+
+    o_t = tl.arange(0, BT)
+    o_k = i_k * BK + tl.arange(0, BK)
+    o_v = i_v * BV + tl.arange(0, BV)
+    m_k = o_k < K
+    m_v = o_v < V
+    s_off, m_s = _state_offsets(i_n, i_h, H, K, V, o_k, o_v, m_k, m_v)
+    b_dh = _load_state(dht, s_off, m_s, USE_DHT, BK, BV)
+
+    p_q0 = q + i_b * s_qb + i_h * s_qh + o_k[:, None] * s_qk
+    p_do0 = _head_ptr(do, i_b, i_h, s_db, s_dh, o_v, s_dv)
+    p_g0 = gc + (i_b * H + i_h) * T
+    o_s = o_k[:, None] * V + o_v[None, :]
+
+    NC = tl.cdiv(eos - bos, BT)
+    for i_r in range(0, NC):
+        i_c = NC - 1 - i_r
+        p_dh = dh + ((c0 + i_c) * H + i_h) * (K * V) + o_s
+        tl.store(p_dh, b_dh.to(dh.dtype.element_ty), mask=m_s)
+        t, m_t = _chunk_tokens(bos, eos, i_c, o_t, BT)
+        b_qT = tl.load(p_q0 + t[None, :] * s_qt, mask=m_k[:, None] & m_t[None, :], other=0.0)
+        b_do = tl.load(p_do0 + t[:, None] * s_dt, mask=m_t[:, None] & m_v[None, :], other=0.0)
+        b_G = tl.load(p_g0 + t, mask=m_t, other=0.0)
+        b_GL = tl.load(p_g0 + tl.minimum(bos + i_c * BT + BT, eos) - 1)
+        b_qg = b_qT.to(tl.float32) * (tl.exp(b_G) * scale)[None, :]
+        b_dh = b_dh * tl.exp(b_GL) + _dot(b_qg, b_do, DT, MODE)
+
+    tl.store(dh0 + s_off, b_dh, mask=m_s)
+
+
+@triton.jit
+def _gla_bwd_dh_kernel(
+    q,
+    do,
+    gc,
+    dht,
+    dh,
+    dh0,
+    cu,
+    scale,
+    T,
+    H,
+    NT,
+    s_qb,
+    s_qt,
+    s_qh,
+    s_qk,
+    s_db,
+    s_dt,
+    s_dh,
+    s_dv,
+    K: tl.constexpr,
+    V: tl.constexpr,
+    BT: tl.constexpr,
+    BK: tl.constexpr,
+    BV: tl.constexpr,
+    USE_CU: tl.constexpr,
+    USE_DHT: tl.constexpr,
+    MODE: tl.constexpr,
+):
+    # Grid (sequences x heads x state tiles,): see _dh_walk.
+    _dh_walk(
+        tl.program_id(0),
+        q,
+        do,
+        gc,
+        dht,
+        dh,
+        dh0,
+        cu,
+        scale,
+        T,
+        H,
+        NT,
+        s_qb,
+        s_qt,
+        s_qh,
+        s_qk,
+        s_db,
+        s_dt,
+        s_dh,
+        s_dv,
+        K,
+        V,
+        BT,
+        BK,
+        BV,
+        USE_CU,
+        USE_DHT,
+        MODE,
+    )
+
+
+@triton.jit
+def _gla_bwd_states_kernel(
+    k,
+    v,
+    q,
+    do,
+    gc,
+    h0,
+    h,
+    dht,
+    dh,
+    dh0,
+    cu,
+    scale,
+    T,
+    H,
+    NT,
+    NP,
+    s_kb,
+    s_kt,
+    s_kh,
+    s_kk,
+    s_vb,
+    s_vt,
+    s_vh,
+    s_vv,
+    s_qb,
+    s_qt,
+    s_qh,
+    s_qk,
+    s_db,
+    s_dt,
+    s_dh,
+    s_dv,
+    K: tl.constexpr,
+    V: tl.constexpr,
+    BT: tl.constexpr,
+    BK: tl.constexpr,
+    BV: tl.constexpr,
+    USE_CU: tl.constexpr,
+    USE_H0: tl.constexpr,
+    USE_DHT: tl.constexpr,
+    MODE: tl.constexpr,
+):
+    # The two sequential walks of the backward in one launch, side by side: programs below NP
+    # (sequences x heads x state tiles) recompute the chunk states h as _gla_fwd_h_kernel, the
+    # others the gradients of the chunk end states dh as _gla_bwd_dh_kernel. Few sequences and
+    # heads leave most of the GPU idle in either walk alone.
+    pid = tl.program_id(0)
+    if pid < NP:
+        _h_walk(
+            pid,
+            k,
+            v,
+            gc,
+            h0,
+            h,
+            h,
+            cu,
+            T,
+            H,
+            NT,
+            s_kb,
+            s_kt,
+            s_kh,
+            s_kk,
+            s_vb,
+            s_vt,
+            s_vh,
+            s_vv,
+            K,
+            V,
+            BT,
+            BK,
+            BV,
+            USE_CU,
+            USE_H0,
+            False,
+            MODE,
+        )
+    else:
+        _dh_walk(
+            pid - NP,
+            q,
+            do,
+            gc,
+            dht,
+            dh,
+            dh0,
+            cu,
+            scale,
+            T,
+            H,
+            NT,
+            s_qb,
+            s_qt,
+            s_qh,
+            s_qk,
+            s_db,
+            s_dt,
+            s_dh,
+            s_dv,
+            K,
+            V,
+            BT,
+            BK,
+            BV,
+            USE_CU,
+            USE_DHT,
+            MODE,
+        )
+
+
+@triton.jit
+def _gla_bwd_dqk_kernel(
+    q,
+    k,
+    v,
+    gc,
+    h,
+    dh,
+    do,
+    dq,
+    dk,
+    dg,
+    dg_part,
+    cu,
+    flag,
+    scale,
+    T,
+    H,
+    N,
+    NT,
+    NTOK,
+    s_qb,
+    s_qt,
+    s_qh,
+    s_qk,
+    s_kb,
+    s_kt,
+    s_kh,
+    s_kk,
+    s_vb,
+    s_vt,
+    s_vh,
+    s_vv,
+    s_db,
+    s_dt,
+    s_dh,
+    s_dv,
+    K: tl.constexpr,
+    V: tl.constexpr,
+    BT: tl.constexpr,
+    BK: tl.constexpr,
+    BV: tl.constexpr,
+    USE_CU: tl.constexpr,
+    MODE: tl.constexpr,
+):
+    # Grid (K blocks x state slots, H), K blocks fastest. Each program computes one chunk's
+    # [BT, BK] blocks of dq and dk from the state at its start h[slot], the gradient of the state
+    # at its end dh[slot] and the in-chunk attention, walking the V blocks; and the chunk's part
+    # of dg from this K block (into dg itself when there is one K block, else into
+    # dg_part[K block], summed by _gla_bwd_dv_kernel).
+    #
+    # With G the in-chunk cumulative log-decay (G_L at the chunk's last token), a token's g
+    # enters G_s for every later token s of its chunk, and G_L; dL/dG_s = q_s.dq_s - k_s.dk_s,
+    # and G_L also carries sum_s k_s.dk'_s + exp(G_L) <h, dh> (dk' the part of dk through dh,
+    # which holds exp(G_L - G_s)). So
+    #   dg_t = sum_{s >= t} (q_s.dq_s - k_s.dk''_s) + sum_{s < t} k_s.dk'_s + exp(G_L) <h, dh>
+    # (dk'' the in-chunk part of dk), which never subtracts the large terms through dh.
+    NK = (K + BK - 1) // BK
+    DT = q.dtype.element_ty
+    i_k = tl.program_id(0) % NK
+    i_s = tl.program_id(0) // NK
+    i_h = tl.program_id(1)
+    o_t = tl.arange(0, BT)
+    o_k = i_k * BK + tl.arange(0, BK)
+    m_k = o_k < K
+    i_b, bos, eos, i_c, live, ordered = _slot_chunk(cu, flag, i_s, T, N, NT, BT, USE_CU)
+    if USE_CU:
+        r, m_z = _slot_uncovered(cu, ordered, i_s, N, T, o_t, BT)
+        p_z = (r[:, None] * H + i_h) * K + o_k[None, :]
+        m_zk = m_z[:, None] & m_k[None, :]
+        tl.store(dq + p_z, tl.zeros([BT, BK], dtype=dq.dtype.element_ty), mask=m_zk)
+        tl.store(dk + p_z, tl.zeros([BT, BK], dtype=dk.dtype.element_ty), mask=m_zk)
+        if i_k == 0:
+            tl.store(dg + r * H + i_h, tl.zeros([BT], dtype=tl.float32), mask=m_z)
+
+    if live:
+        t, m_t = _chunk_tokens(bos, eos, i_c, o_t, BT)
+        p_g0 = gc + (i_b * H + i_h) * T
+        b_G = tl.load(p_g0 + t, mask=m_t, other=0.0)
+        b_GL = tl.load(p_g0 + tl.minimum(bos + i_c * BT + BT, eos) - 1)
+        p_s = (i_s.to(tl.int64) * H + i_h) * (K * V) + o_k[:, None] * V
+        b_dA = tl.zeros([BT, BT], dtype=tl.float32)
+        b_dqs = tl.zeros([BT, BK], dtype=tl.float32)
+        b_dks = tl.zeros([BT, BK], dtype=tl.float32)
+        b_hdh = tl.zeros([BK], dtype=tl.float32)
+        for i_v in range(0, (V + BV - 1) // BV):
+            o_v = i_v * BV + tl.arange(0, BV)
+            m_v = o_v < V
+            m_tv = m_t[:, None] & m_v[None, :]
+            m_s = m_k[:, None] & m_v[None, :]
+            p_v = _head_ptr(v, i_b, i_h, s_vb, s_vh, o_v, s_vv) + t[:, None] * s_vt
+            p_do = _head_ptr(do, i_b, i_h, s_db, s_dh, o_v, s_dv) + t[:, None] * s_dt
+            b_v = tl.load(p_v, mask=m_tv, other=0.0)
+            b_do = tl.load(p_do, mask=m_tv, other=0.0)
+            b_h = tl.load(h + p_s + o_v[None, :], mask=m_s, other=0.0)
+            b_dh = tl.load(dh + p_s + o_v[None, :], mask=m_s, other=0.0)
+            b_dA += _dot(b_do, tl.trans(b_v), DT, MODE)
+            b_dqs += _dot(b_do, tl.trans(b_h), DT, MODE)
+            b_dks += _dot(b_v, tl.trans(b_dh), DT, MODE)
+            b_hdh += tl.sum(b_h.to(tl.float32) * b_dh.to(tl.float32), axis=1)
+
+        p_q = _head_ptr(q, i_b, i_h, s_qb, s_qh, o_k, s_qk) + t[:, None] * s_qt
+        p_k = _head_ptr(k, i_b, i_h, s_kb, s_kh, o_k, s_kk) + t[:, None] * s_kt
+        m_tk = m_t[:, None] & m_k[None, :]
+        b_q = tl.load(p_q, mask=m_tk, other=0.0)
+        b_k = tl.load(p_k, mask=m_tk, other=0.0)
+        # [i, j] = scale * exp(G_i - G_j) for tokens j <= i of the sequence (no padding: there
+        # G is 0 and the exponent unbounded)
+        both = m_t[:, None] & m_t[None, :]
+        causal = (o_t[:, None] >= o_t[None, :]) & both
+        b_D = tl.exp(tl.where(causal, b_G[:, None] - b_G[None, :], float("-inf"))) * scale
+        b_dA = b_dA * b_D
+        b_dqs = b_dqs * (tl.exp(b_G) * scale)[:, None]
+        b_dks = b_dks * tl.where(m_t, tl.exp(b_GL - b_G), 0.0)[:, None]
+        b_dq = _dot(b_dA, b_k, DT, MODE) + b_dqs
+        b_dk = _dot(tl.trans(b_dA), b_q, DT, MODE) + b_dks
+
+        # In-chunk part of q.dq - k.dk taken pairwise: query i gains and key j loses
+        # P[i, j] = dA[i, j] * (q_i . k_j); the diagonal cancels exactly.
+        strict = (o_t[:, None] > o_t[None, :]) & both
+        b_P = tl.where(strict, b_dA * _dot(b_q, tl.trans(b_k), DT, MODE), 0.0)
+        b_gq = tl.sum(b_P, axis=1) - tl.sum(b_P, axis=0)
+        b_gq += tl.sum(b_q.to(tl.float32) * b_dqs, axis=1)
+        b_gk = tl.sum(b_k.to(tl.float32) * b_dks, axis=1)
+        b_last = tl.sum(b_hdh, axis=0) * tl.exp(b_GL)
+        b_dg = (
+            tl.sum(b_gq, axis=0)
+            - tl.cumsum(b_gq, axis=0)
+            + b_gq
+            + tl.cumsum(b_gk, axis=0)
+            - b_gk
+            + b_last
+        )
+
+        row = i_b * T + t
+        p_out = (row[:, None] * H + i_h) * K + o_k[None, :]
+        tl.store(dq + p_out, _cast(b_dq, dq.dtype.element_ty, MODE), mask=m_tk)
+        tl.store(dk + p_out, _cast(b_dk, dk.dtype.element_ty, MODE), mask=m_tk)
+        if NK == 1:
+            tl.store(dg + row * H + i_h, b_dg, mask=m_t)
+        else:
+            tl.store(dg_part + (i_k * NTOK + row) * H + i_h, b_dg, mask=m_t)
+
+
+@triton.jit
+def _gla_bwd_dv_kernel(
+    q,
+    k,
+    gc,
+    dh,
+    do,
+    dv,
+    dg,
+    dg_part,
+    cu,
+    flag,
+    scale,
+    T,
+    H,
+    N,
+    NT,
+    NTOK,
+    s_qb,
+    s_qt,
+    s_qh,
+    s_qk,
+    s_kb,
+    s_kt,
+    s_kh,
+    s_kk,
+    s_db,
+    s_dt,
+    s_dh,
+    s_dv,
+    K: tl.constexpr,
+    V: tl.constexpr,
+    BT: tl.constexpr,
+    BK: tl.constexpr,
+    BV: tl.constexpr,
+    NKG: tl.constexpr,
+    USE_CU: tl.constexpr,
+    MODE: tl.constexpr,
+):
+    # Grid (V blocks x state slots, H), V blocks fastest. Each program computes one chunk's
+    # [BT, BV] block of dv = (scale * exp(G_i - G_j) q_i.k_j)^T do + (k * exp(G_L - G)) dh[slot],
+    # walking the K blocks; the programs of the first V block also sum the NKG partial dg of
+    # _gla_bwd_dqk_kernel when there are several.
+    NV = (V + BV - 1) // BV
+    DT = q.dtype.element_ty
+    i_v = tl.program_id(0) % NV
+    i_s = tl.program_id(0) // NV
+    i_h = tl.program_id(1)
+    o_t = tl.arange(0, BT)
+    o_v = i_v * BV + tl.arange(0, BV)
+    m_v = o_v < V
+    i_b, bos, eos, i_c, live, ordered = _slot_chunk(cu, flag, i_s, T, N, NT, BT, USE_CU)
+    if USE_CU:
+        r, m_z = _slot_uncovered(cu, ordered, i_s, N, T, o_t, BT)
+        p_z = (r[:, None] * H + i_h) * V + o_v[None, :]
+        b_z = tl.zeros([BT, BV], dtype=dv.dtype.element_ty)
+        tl.store(dv + p_z, b_z, mask=m_z[:, None] & m_v[None, :])
+
+    if live:
+        t, m_t = _chunk_tokens(bos, eos, i_c, o_t, BT)
+        p_g0 = gc + (i_b * H + i_h) * T
+        b_G = tl.load(p_g0 + t, mask=m_t, other=0.0)
+        b_GL = tl.load(p_g0 + tl.minimum(bos + i_c * BT + BT, eos) - 1)
+        b_dec = tl.where(m_t, tl.exp(b_GL - b_G), 0.0)
+        p_s = (i_s.to(tl.int64) * H + i_h) * (K * V) + o_v[None, :]
+        b_At = tl.zeros([BT, BT], dtype=tl.float32)
+        b_dv = tl.zeros([BT, BV], dtype=tl.float32)
+        for i_k in range(0, (K + BK - 1) // BK):
+            o_k = i_k * BK + tl.arange(0, BK)
+            m_k = o_k < K
+            p_qT = q + i_b * s_qb + i_h * s_qh + o_k[:, None] * s_qk + t[None, :] * s_qt
+            p_k = _head_ptr(k, i_b, i_h, s_kb, s_kh, o_k, s_kk) + t[:, None] * s_kt
+            b_qT = tl.load(p_qT, mask=m_k[:, None] & m_t[None, :], other=0.0)
+            b_k = tl.load(p_k, mask=m_t[:, None] & m_k[None, :], other=0.0)
+            b_dh = tl.load(dh + p_s + o_k[:, None] * V, mask=m_k[:, None] & m_v[None, :], other=0.0)
+            b_At += _dot(b_k, b_qT, DT, MODE)
+            b_kg = b_k.to(tl.float32) * b_dec[:, None]
+            b_dv += _dot(b_kg, b_dh, DT, MODE)
+
+        # [j, i] = scale * exp(G_i - G_j) for tokens j <= i of the sequence
+        both = m_t[:, None] & m_t[None, :]
+        causal_t = (o_t[:, None] <= o_t[None, :]) & both
+        b_Dt = tl.exp(tl.where(causal_t, b_G[None, :] - b_G[:, None], float("-inf"))) * scale
+        p_do = _head_ptr(do, i_b, i_h, s_db, s_dh, o_v, s_dv) + t[:, None] * s_dt
+        m_tv = m_t[:, None] & m_v[None, :]
+        b_do = tl.load(p_do, mask=m_tv, other=0.0)
+        b_dv += _dot(b_At * b_Dt, b_do, DT, MODE)
+        row = i_b * T + t
+        p_dv = dv + (row[:, None] * H + i_h) * V + o_v[None, :]
+        tl.store(p_dv, _cast(b_dv, dv.dtype.element_ty, MODE), mask=m_tv)
+
+        if NKG > 1:
+            if i_v == 0:
+                b_dg = tl.zeros([BT], dtype=tl.float32)
+                for i_k in tl.static_range(NKG):
+                    b_dg += tl.load(dg_part + (i_k * NTOK + row) * H + i_h, mask=m_t, other=0.0)
+                tl.store(dg + row * H + i_h, b_dg, mask=m_t)
 
 
 _INTERPRETED = type(_gla_fwd_kernel).__name__ == "InterpretedFunction"
@@ -823,6 +1440,24 @@ def _fwd_config(K, V, dtype):
     # pass slower than they made the state pass faster; three stages hide the state pass's loads.
     BV = 128 if V > 64 else 64
     return _BT, (64, 64, 4, 3), (64, BV, 8 if BV > 64 else 4, 2), fallback
+
+
+@functools.cache
+def _bwd_config(K, V, dtype):
+    """Backward launch configs: (chunk size BT, then each as (BK, BV, num_warps, num_stages): the
+    two state walks (the forward's state pass recomputing the chunk states and the reverse one),
+    the dq/dk/dg pass, the dv pass, and the sequential fallback kernels)."""
+    BT, state, _, _ = _fwd_config(K, V, dtype)
+    fallback = _config(K, V, dtype, True)
+    if dtype == torch.float32:
+        return BT, state, (64, 32, 4, 1), (64, 32, 4, 1), fallback
+    # 16-bit blocks stay at 64 or more (see _config).
+    return BT, state, (64, 64, 8, 2), (64, 64, 4, 2), fallback
+
+
+# Whether the backward runs its two state walks in one launch (_gla_bwd_states_kernel) rather
+# than two (_gla_fwd_h_kernel, then _gla_bwd_dh_kernel); the benchmarks time both.
+_BWD_STATES_FUSED = True
 
 
 def _packed(cu_seqlens, B, T, device):
@@ -1040,6 +1675,16 @@ def chunk_gla_fwd(
 def chunk_gla_bwd(q, k, v, g, scale: float | None, initial_state, cu_seqlens, do, dht):
     """Backward of ``chunk_gla``: the gradients of every differentiable forward input.
 
+    Chunks of 64 tokens, in four launches (seven with ``cu_seqlens``): the cumulative log-decay
+    within each chunk, as in :func:`chunk_gla_fwd`; in one launch, the state at the start of
+    each chunk (as the forward computes it) and the gradient of the state at the end of each
+    chunk, one program per (sequence, head, state tile) walking its chunks forwards or backwards
+    (the last backward step gives ``dh0``); then ``dq``, ``dk`` and
+    ``dg`` one program per (chunk, head, K block), and ``dv`` one per (chunk, head, V block),
+    from those states and the in-chunk attention. With ``cu_seqlens``, a walk of each whole
+    sequence that does the work only where the clamped offsets fall somewhere (the chunks of
+    different sequences may then overlap) follows.
+
     Args:
         q, k, v, g, scale, initial_state, cu_seqlens: as for :func:`chunk_gla_fwd`
             (``q, k: [B, T, H, K]``, ``v: [B, T, H, V]``, ``g: [B, T, H]`` float32,
@@ -1055,9 +1700,12 @@ def chunk_gla_bwd(q, k, v, g, scale: float | None, initial_state, cu_seqlens, do
         ``v``'s dtype, ``dg`` ``[B, T, H]`` float32, ``dh0`` ``[N, H, K, V]`` float32 (the
         gradient of ``initial_state``, returned also when it is None).
 
-    Mutates nothing; allocates float32 scratch of ``NV * (2 * B * T * H * K + B * T * H + N * H)``
-    elements (``NV`` = number of V blocks). ``K <= 256`` (``ValueError`` otherwise);
-    ``initial_state`` or ``dht`` of another shape than ``[N, H, K, V]``: ``ValueError``.
+    Mutates nothing. Scratch: two ``[S, H, K, V]`` state tensors (``S`` = number of chunks,
+    plus ``N - 1`` with ``cu_seqlens``; ``q``'s dtype for 16-bit inputs on a GPU, else
+    float32), float32 ``[B, H, T]`` and, for ``K`` over 64, ``[K / 64, B, T, H]``; with
+    ``cu_seqlens`` also the fallback's float32 ``NV * (2 * T * H * K + T * H + N * H)``
+    (``NV`` = number of V blocks). ``K <= 256`` (``ValueError`` otherwise); ``initial_state``
+    or ``dht`` of another shape than ``[N, H, K, V]``: ``ValueError``.
     """
     B, T, H, K = q.shape
     scale = K**-0.5 if scale is None else scale
@@ -1086,17 +1734,221 @@ def chunk_gla_bwd(q, k, v, g, scale: float | None, initial_state, cu_seqlens, do
 
     if g.dtype is not torch.float32:
         g = g.to(torch.float32)
-    BK, BV, nw, ns = _config(K, V, q.dtype, True)
+    BT, (hk, hv, hw, hs), (qk, qv, qw, qs), (vk, vv, vw, vs), fb = _bwd_config(K, V, q.dtype)
+    mode = _mode(q.dtype)
+    cu = cu_seqlens
+    use_cu = cu is not None
+    NT = cdiv(T, BT)
+    NS = NT + N - 1 if use_cu else B * NT
+    NTOK = B * T
+    NKG = cdiv(K, qk)
+    gc = q.new_empty((B, H, T), dtype=torch.float32)
+    sdt = q.dtype if mode == 0 else torch.float32
+    h = q.new_empty((NS, H, K, V), dtype=sdt)
+    dh = q.new_empty((NS, H, K, V), dtype=sdt)
+    dg_part = q.new_empty((NKG, B, T, H), dtype=torch.float32) if NKG > 1 else None
+    flag = q.new_empty((1,), dtype=torch.int32) if use_cu else None
+    q_s, k_s, v_s, do_s = q.stride(), k.stride(), v.stride(), do.stride()
+
+    launchable(_gla_fwd_g_kernel, dv)[(NS, cdiv(H, _BH))](
+        g,
+        gc,
+        cu,
+        flag,
+        T,
+        H,
+        N,
+        NT,
+        *g.stride(),
+        BT=BT,
+        BH=_BH,
+        USE_CU=use_cu,
+        num_warps=4,
+        num_stages=1,
+    )
+    NP = N * H * cdiv(K, hk) * cdiv(V, hv)
+    if _BWD_STATES_FUSED:
+        launchable(_gla_bwd_states_kernel, dv)[(2 * NP,)](
+            k,
+            v,
+            q,
+            do,
+            gc,
+            h0,
+            h,
+            dht,
+            dh,
+            dh0,
+            cu,
+            float(scale),
+            T,
+            H,
+            NT,
+            NP,
+            *k_s,
+            *v_s,
+            *q_s,
+            *do_s,
+            K=K,
+            V=V,
+            BT=BT,
+            BK=hk,
+            BV=hv,
+            USE_CU=use_cu,
+            USE_H0=h0 is not None,
+            USE_DHT=dht is not None,
+            MODE=mode,
+            num_warps=hw,
+            num_stages=hs,
+        )
+    else:
+        launchable(_gla_fwd_h_kernel, dv)[(N * H * cdiv(K, hk) * cdiv(V, hv),)](
+            k,
+            v,
+            gc,
+            h0,
+            h,
+            None,
+            cu,
+            T,
+            H,
+            NT,
+            *k_s,
+            *v_s,
+            K=K,
+            V=V,
+            BT=BT,
+            BK=hk,
+            BV=hv,
+            USE_CU=use_cu,
+            USE_H0=h0 is not None,
+            STORE_HT=False,
+            MODE=mode,
+            num_warps=hw,
+            num_stages=hs,
+        )
+        launchable(_gla_bwd_dh_kernel, dv)[(N * H * cdiv(K, hk) * cdiv(V, hv),)](
+            q,
+            do,
+            gc,
+            dht,
+            dh,
+            dh0,
+            cu,
+            float(scale),
+            T,
+            H,
+            NT,
+            *q_s,
+            *do_s,
+            K=K,
+            V=V,
+            BT=BT,
+            BK=hk,
+            BV=hv,
+            USE_CU=use_cu,
+            USE_DHT=dht is not None,
+            MODE=mode,
+            num_warps=hw,
+            num_stages=hs,
+        )
+    launchable(_gla_bwd_dqk_kernel, dv)[(NKG * NS, H)](
+        q,
+        k,
+        v,
+        gc,
+        h,
+        dh,
+        do,
+        dq,
+        dk,
+        dg,
+        dg_part,
+        cu,
+        flag,
+        float(scale),
+        T,
+        H,
+        N,
+        NT,
+        NTOK,
+        *q_s,
+        *k_s,
+        *v_s,
+        *do_s,
+        K=K,
+        V=V,
+        BT=BT,
+        BK=qk,
+        BV=qv,
+        USE_CU=use_cu,
+        MODE=mode,
+        num_warps=qw,
+        num_stages=qs,
+    )
+    launchable(_gla_bwd_dv_kernel, dv)[(cdiv(V, vv) * NS, H)](
+        q,
+        k,
+        gc,
+        dh,
+        do,
+        dv,
+        dg,
+        dg_part,
+        cu,
+        flag,
+        float(scale),
+        T,
+        H,
+        N,
+        NT,
+        NTOK,
+        *q_s,
+        *k_s,
+        *do_s,
+        K=K,
+        V=V,
+        BT=BT,
+        BK=vk,
+        BV=vv,
+        NKG=NKG,
+        USE_CU=use_cu,
+        MODE=mode,
+        num_warps=vw,
+        num_stages=vs,
+    )
+    if use_cu:
+        _bwd_sequential(q, k, v, g, scale, h0, cu, flag, do, dht, dq, dk, dv, dg, dh0, N, fb, mode)
+    return dq, dk, dv, dg, dh0
+
+
+def _bwd_sequential(q, k, v, g, scale, h0, cu, flag, do, dht, dq, dk, dv, dg, dh0, N, cfg, mode):
+    """The sequential backward: each program walks a whole sequence. With packed sequences
+    (``cu`` not None) its kernels do the work only when the clamped offsets fall somewhere
+    (``flag`` != 0), and then rewrite every result; without, they always do (the benchmarks
+    compare the chunk-parallel passes with it)."""
+    B, T, H, K = q.shape
+    V = v.shape[-1]
+    BK, BV, nw, ns = cfg
     NV = cdiv(V, BV)
     NTOK = B * T
     dq_part = q.new_empty((NV, B, T, H, K), dtype=torch.float32)
     dk_part = q.new_empty((NV, B, T, H, K), dtype=torch.float32)
     dg_part = q.new_empty((NV, B, T, H), dtype=torch.float32)
     dhs_part = q.new_empty((NV, N, H), dtype=torch.float32)
-    cu = cu_seqlens
-    use_cu = cu_seqlens is not None
-    mode = _mode(q.dtype)
-
+    strides = (*q.stride(), *k.stride(), *v.stride(), *g.stride(), *do.stride())
+    common = dict(
+        K=K,
+        V=V,
+        BT=_BT,
+        BK=BK,
+        BV=BV,
+        USE_CU=cu is not None,
+        USE_DHT=dht is not None,
+        MODE=mode,
+        num_warps=nw,
+        num_stages=ns,
+    )
     launchable(_gla_bwd_dkv_kernel, dv)[(N * H, NV)](
         q,
         k,
@@ -1109,25 +1961,13 @@ def chunk_gla_bwd(q, k, v, g, scale: float | None, initial_state, cu_seqlens, do
         dv,
         dh0,
         cu,
+        flag,
         float(scale),
         T,
         H,
         NTOK,
-        *q.stride(),
-        *k.stride(),
-        *v.stride(),
-        *g.stride(),
-        *do.stride(),
-        K=K,
-        V=V,
-        BT=_BT,
-        BK=BK,
-        BV=BV,
-        USE_CU=use_cu,
-        USE_DHT=dht is not None,
-        MODE=mode,
-        num_warps=nw,
-        num_stages=ns,
+        *strides,
+        **common,
     )
     launchable(_gla_bwd_dq_kernel, dv)[(N * H, NV)](
         q,
@@ -1141,28 +1981,17 @@ def chunk_gla_bwd(q, k, v, g, scale: float | None, initial_state, cu_seqlens, do
         dg_part,
         dhs_part,
         cu,
+        flag,
         float(scale),
         T,
         H,
         N,
         NTOK,
-        *q.stride(),
-        *k.stride(),
-        *v.stride(),
-        *g.stride(),
-        *do.stride(),
-        K=K,
-        V=V,
-        BT=_BT,
-        BK=BK,
-        BV=BV,
-        USE_CU=use_cu,
+        *strides,
         USE_H0=h0 is not None,
-        USE_DHT=dht is not None,
-        MODE=mode,
-        num_warps=nw,
-        num_stages=ns,
+        **common,
     )
+    del common["V"], common["BV"]
     launchable(_gla_bwd_dg_kernel, dv)[(N * H,)](
         dq_part,
         dk_part,
@@ -1172,18 +2001,50 @@ def chunk_gla_bwd(q, k, v, g, scale: float | None, initial_state, cu_seqlens, do
         dk,
         dg,
         cu,
+        flag,
         T,
         H,
         N,
         NTOK,
-        K=K,
-        BT=_BT,
-        BK=BK,
         NV=NV,
-        USE_CU=use_cu,
-        USE_DHT=dht is not None,
-        MODE=mode,
-        num_warps=nw,
-        num_stages=ns,
+        **common,
     )
-    return dq, dk, dv, dg, dh0
+
+
+def chunk_gla_bwd_sequential(q, k, v, g, scale, initial_state, cu_seqlens, do, dht):
+    """:func:`chunk_gla_bwd` by the sequential kernels alone (one program per sequence, head and
+    V block walking every chunk), as the backward was computed before the chunk-parallel
+    passes; for comparisons. Same arguments and results; ``g`` float32."""
+    B, T, H, K = q.shape
+    scale = K**-0.5 if scale is None else scale
+    V = v.shape[-1]
+    cu, N = _packed(cu_seqlens, B, T, q.device)
+    h0, dht = _float32(initial_state), _float32(dht)
+    out = (
+        q.new_empty((B, T, H, K)),
+        k.new_empty((B, T, H, K)),
+        v.new_empty((B, T, H, V)),
+        q.new_empty((B, T, H), dtype=torch.float32),
+        q.new_empty((N, H, K, V), dtype=torch.float32),
+    )
+    flag = None
+    if cu is not None:
+        # every offset "falls": the kernels do the work
+        flag = torch.ones((1,), dtype=torch.int32, device=q.device)
+    _bwd_sequential(
+        q,
+        k,
+        v,
+        g,
+        scale,
+        h0,
+        cu,
+        flag,
+        do,
+        dht,
+        *out,
+        N,
+        _config(K, V, q.dtype, True),
+        _mode(q.dtype),
+    )
+    return out
