@@ -1218,7 +1218,7 @@ def _gla_bwd_dqk_kernel(
     # which holds exp(G_L - G_s)). So
     #   dg_t = sum_{s >= t} (q_s.dq_s - k_s.dk''_s) + sum_{s < t} k_s.dk'_s + exp(G_L) <h, dh>
     # (dk'' the in-chunk part of dk), which never subtracts the large terms through dh.
-    NK = (K + BK - 1) // BK
+    NK: tl.constexpr = (K + BK - 1) // BK
     DT = q.dtype.element_ty
     i_k = tl.program_id(0) % NK
     i_s = tl.program_id(0) // NK
@@ -1399,8 +1399,8 @@ def _gla_bwd_dv_kernel(
         if NKG > 1:
             if i_v == 0:
                 b_dg = tl.zeros([BT], dtype=tl.float32)
-                for i_k in tl.static_range(NKG):
-                    b_dg += tl.load(dg_part + (i_k * NTOK + row) * H + i_h, mask=m_t, other=0.0)
+                for i_p in tl.static_range(NKG):
+                    b_dg += tl.load(dg_part + (i_p * NTOK + row) * H + i_h, mask=m_t, other=0.0)
                 tl.store(dg + row * H + i_h, b_dg, mask=m_t)
 
 
