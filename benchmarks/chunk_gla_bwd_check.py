@@ -263,10 +263,19 @@ def checks(device, dry):
     return bad
 
 
+def fwd_flops(B, T, H, K, V, BT=64):
+    """Matmul FLOPs of the chunked forward (as benchmarks/suite.py counts them)."""
+    return 2 * B * T * H * (2 * K * V + BT * K + BT * V)
+
+
 def timing(only, calls):
     from _timing import graph_us
 
-    rows, bad = [], 0
+    rows, frows, bad = [], [], 0
+    try:
+        from fla.ops.simple_gla import chunk_simple_gla as fla_chunk
+    except ImportError:
+        fla_chunk = None
     for shape in SHAPES:
         B, T, H, K, V = shape
         label = f"B{B} T{T} H{H} K=V={K}" if K == V else f"B{B} T{T} H{H} K{K} V{V}"
@@ -293,13 +302,33 @@ def timing(only, calls):
         new, old = bwd(), seq()
         err = max(rel(a, b) for a, b in zip(new, old, strict=False))
         del new, old
+        nseg = mod._segments(B * H * -(-K // 64) * -(-V // 64), -(-T // mod._BT))
+
+        def fwd1(args=args):
+            saved = mod._SEG_MAX_PROGRAMS
+            mod._SEG_MAX_PROGRAMS = 0
+            try:
+                return mod.chunk_gla_fwd(*args, False)
+            finally:
+                mod._SEG_MAX_PROGRAMS = saved
+
+        err_f = rel(fwd()[0], fwd1()[0])
+        t_f1 = graph_us(fwd1, calls=calls)
+        t_fla = float("nan")
+        if fla_chunk is not None:
+            with torch.no_grad():
+                fla_o = fla_chunk(q, k, v, g)[0]
+                err_fla = rel(fwd()[0], fla_o)
+                t_fla = graph_us(lambda a=(q, k, v, g): fla_chunk(*a), calls=calls)
+            print(f"fla-core forward vs ours: {err_fla:.1e}", flush=True)
         t_f = graph_us(fwd, calls=calls)
         t_b = graph_us(bwd, calls=calls)
         t_s = graph_us(seq, calls=calls)
         t_u = unfused(lambda bwd=bwd: graph_us(bwd, calls=calls))
-        flag = "ok" if err <= BAD else "BAD"
+        flag = "ok" if max(err, err_f) <= BAD else "BAD"
         bad += flag == "BAD"
         rows.append((label, t_f, t_b, t_b / t_f, t_u, t_s, t_s / t_b, err, flag))
+        frows.append((label, shape, nseg, t_f, t_f1, t_fla, err_f))
         print(f"timed {label}: fwd {t_f:.1f} us, bwd {t_b:.1f} us, {flag}", flush=True)
         torch.cuda.empty_cache()
     print(f"\n## chunk_gla backward, bf16, {torch.cuda.get_device_name()}\n")
@@ -312,6 +341,18 @@ def timing(only, calls):
         print(
             f"| {label} | {t_f:.1f} | {t_b:.1f} | {r:.2f} | {t_u:.1f} | {t_s:.1f} | {sp:.1f}x | "
             f"{err:.1e} | {flag} |"
+        )
+    print(f"\n## chunk_gla forward, bf16, {torch.cuda.get_device_name()}\n")
+    print(
+        "| shape | segments | fwd us | fwd, one walk, us | fla-core fwd us | fla / ours | "
+        "TFLOP/s | max diff split vs one walk |"
+    )
+    print("|---" * 8 + "|")
+    for label, (B, T, H, K, V), nseg, t_f, t_f1, t_fla, err_f in frows:
+        flops = fwd_flops(B, T, H, K, V)
+        print(
+            f"| {label} | {nseg} | {t_f:.1f} | {t_f1:.1f} | {t_fla:.1f} | {t_fla / t_f:.2f} | "
+            f"{flops / t_f / 1e6:.1f} | {err_f:.1e} |"
         )
     kernels = (
         "_gla_fwd_h_kernel",

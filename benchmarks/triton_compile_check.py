@@ -134,6 +134,18 @@ def main() -> int:
                     ),
                 )
             )
+            # One long sequence: the forward's state pass splits into segments.
+            ql, kl = rnd(1, 1024, 1, K, dtype=dt), rnd(1, 1024, 1, K, dtype=dt)
+            vl, gl, hl = rnd(1, 1024, 1, V, dtype=dt), rnd(1, 1024, 1), rnd(1, 1, K, V)
+            cases.append(
+                (
+                    "chunk_gla",
+                    lambda q=ql, k=kl, v=vl, gg=gl, h=hl: (
+                        C.chunk_gla_fwd(q, k, v, gg, None, h, None, True),
+                        C.chunk_gla_fwd(q, k, v, gg, None, None, None, False),
+                    ),
+                )
+            )
             cu = torch.tensor([0, 10, 10, 80, 140], dtype=torch.int32)
             q1, k1 = q.reshape(1, 140, 2, K), k.reshape(1, 140, 2, K)
             v1, g1 = v.reshape(1, 140, 2, V), gg.reshape(1, 140, 2)

@@ -1,0 +1,78 @@
+"""chunk_gla's forward with its state pass split into segments (kernels/chunk_gla/triton.py,
+``_segments``) gives what the single walk gives.
+
+The split is chosen for long sequences with few heads, shapes too large for the interpreter, so
+here the thresholds are lowered until small shapes split: segments of one to three chunks, odd
+lengths (a partial last chunk inside the last segment), K and V that are not powers of two,
+with and without an initial state, and both the final state and the output compared with the
+single walk's and with the token-by-token reference.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from attnops_kernels.chunk_gla import reference
+from attnops_kernels.chunk_gla import triton as C
+
+DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
+
+
+def _inputs(B, T, H, K, V, dtype, h0):
+    gen = torch.Generator().manual_seed(B * 1000 + T + K)
+
+    def rnd(*shape):
+        return torch.randn(*shape, generator=gen).to(DEVICE)
+
+    q, k, v = rnd(B, T, H, K).to(dtype), rnd(B, T, H, K).to(dtype), rnd(B, T, H, V).to(dtype)
+    g = F.logsigmoid(rnd(B, T, H)) * 0.3
+    init = rnd(B, H, K, V) if h0 else None
+    return q, k, v, g, init
+
+
+@pytest.mark.parametrize(
+    ("B", "T", "H", "K", "V", "dtype", "h0", "min_chunks"),
+    [
+        (1, 320, 1, 32, 48, torch.float32, True, 1),  # 5 chunks, 5 segments
+        (2, 301, 2, 16, 16, torch.float32, False, 2),  # partial last chunk, 3 segments
+        (1, 400, 2, 48, 100, torch.float32, True, 3),  # K, V not powers of two; uneven segments
+        (2, 257, 1, 64, 64, torch.bfloat16, True, 2),
+    ],
+)
+def test_split_state_pass_matches_single_walk(monkeypatch, B, T, H, K, V, dtype, h0, min_chunks):
+    q, k, v, g, init = _inputs(B, T, H, K, V, dtype, h0)
+    o1, ht1 = C.chunk_gla_fwd(q, k, v, g, None, init, None, True)
+    calls = []
+    seg_kernel = C._gla_fwd_hseg_kernel
+    monkeypatch.setattr(C, "_SEG_PROGRAMS", 1 << 20)
+    monkeypatch.setattr(C, "_SEG_MAX_PROGRAMS", 1 << 20)
+    monkeypatch.setattr(C, "_SEG_MIN_CHUNKS", min_chunks)
+    monkeypatch.setattr(
+        C,
+        "_segments",
+        lambda programs, chunks, f=C._segments: calls.append(f(programs, chunks)) or calls[-1],
+    )
+    o2, ht2 = C.chunk_gla_fwd(q, k, v, g, None, init, None, True)
+    nt = -(-T // C._BT)
+    assert calls == [nt // min_chunks] and calls[0] > 1, "the shape did not split"
+    assert C._gla_fwd_hseg_kernel is seg_kernel
+    tol = dict(atol=2e-5, rtol=2e-5) if dtype == torch.float32 else dict(atol=3e-2, rtol=3e-2)
+    torch.testing.assert_close(ht2, ht1, **tol)
+    torch.testing.assert_close(o2.float(), o1.float(), **tol)
+    want_o, want_ht = reference.chunk_gla_ref(
+        q.float(), k.float(), v.float(), g, None, init, True, None
+    )
+    ref_tol = dict(atol=1e-4, rtol=1e-4) if dtype == torch.float32 else dict(atol=6e-2, rtol=6e-2)
+    torch.testing.assert_close(ht2, want_ht, **ref_tol)
+    torch.testing.assert_close(o2.float(), want_o, **ref_tol)
+
+
+def test_segments_only_where_the_state_pass_has_few_programs():
+    # The suite's shapes (bf16, 64 x 64 state tiles): only B1 T8192 H4 K=V=128 splits.
+    assert C._segments(16, 8192 // 64) == 16
+    assert C._segments(64, 32768 // 64) == 1
+    assert C._segments(256, 4096 // 64) == 1
+    assert C._segments(C._SEG_MAX_PROGRAMS + 1, 10_000) == 1
+    assert C._segments(16, C._SEG_MIN_CHUNKS - 1) == 1  # too short to split
