@@ -20,7 +20,7 @@ from attnops_kernels.chunk_gla import triton as C
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
 
 
-def _inputs(B, T, H, K, V, dtype, h0):
+def _inputs(B, T, H, K, V, dtype, h0, strided=False):
     gen = torch.Generator().manual_seed(B * 1000 + T + K)
 
     def rnd(*shape):
@@ -28,21 +28,30 @@ def _inputs(B, T, H, K, V, dtype, h0):
 
     q, k, v = rnd(B, T, H, K).to(dtype), rnd(B, T, H, K).to(dtype), rnd(B, T, H, V).to(dtype)
     g = F.logsigmoid(rnd(B, T, H)) * 0.3
+    if strided:  # head-major storage seen through [B, T, H, D] views, and a padded k
+        q, v = (x.transpose(1, 2).contiguous().transpose(1, 2) for x in (q, v))
+        k = torch.cat([k, torch.zeros_like(k)], dim=-1)[..., :K]
+        g = g.transpose(1, 2).contiguous().transpose(1, 2)
     init = rnd(B, H, K, V) if h0 else None
     return q, k, v, g, init
 
 
 @pytest.mark.parametrize(
-    ("B", "T", "H", "K", "V", "dtype", "h0", "min_chunks"),
+    ("B", "T", "H", "K", "V", "dtype", "h0", "min_chunks", "strided"),
     [
-        (1, 320, 1, 32, 48, torch.float32, True, 1),  # 5 chunks, 5 segments
-        (2, 301, 2, 16, 16, torch.float32, False, 2),  # partial last chunk, 3 segments
-        (1, 400, 2, 48, 100, torch.float32, True, 3),  # K, V not powers of two; uneven segments
-        (2, 257, 1, 64, 64, torch.bfloat16, True, 2),
+        (1, 320, 1, 32, 48, torch.float32, True, 1, False),  # 5 chunks, 5 segments
+        (2, 301, 2, 16, 16, torch.float32, False, 2, False),  # partial last chunk, 3 segments
+        (1, 400, 2, 48, 100, torch.float32, True, 3, False),  # K, V not powers of two
+        (2, 257, 1, 64, 64, torch.bfloat16, True, 2, False),
+        (2, 200, 2, 32, 32, torch.float32, True, 1, True),  # strided inputs
     ],
 )
-def test_split_state_pass_matches_single_walk(monkeypatch, B, T, H, K, V, dtype, h0, min_chunks):
-    q, k, v, g, init = _inputs(B, T, H, K, V, dtype, h0)
+def test_split_state_pass_matches_single_walk(
+    monkeypatch, B, T, H, K, V, dtype, h0, min_chunks, strided
+):
+    q, k, v, g, init = _inputs(B, T, H, K, V, dtype, h0, strided)
+    if strided:
+        assert not (q.is_contiguous() or k.is_contiguous() or v.is_contiguous())
     o1, ht1 = C.chunk_gla_fwd(q, k, v, g, None, init, None, True)
     calls = []
     seg_kernel = C._gla_fwd_hseg_kernel
