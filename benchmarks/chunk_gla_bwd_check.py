@@ -14,7 +14,8 @@ absolute error relative to the largest reference gradient.
 ``--dry-run`` runs a smaller set of checks and no timing (the CPU, under ``TRITON_INTERPRET=1``).
 On a GPU the full set runs, then, for each shape of the suite (bf16, ``g = logsigmoid(randn)``,
 no states), the GPU time of the forward and of the backward by CUDA-graph replay, of the
-backward with its two state walks in separate launches and of the sequential backward it
+backward with its two state walks in separate launches, of the backward with dv in its own pass
+(not in the dq/dk/dg pass) and of the sequential backward it
 replaced (``chunk_gla_bwd_sequential``), and the largest difference between the chunked and the
 sequential backward relative to the largest gradient (BAD above 2e-2, which flags a miscompile):
 a markdown table, then the registers and spills of the compiled kernels. Exit status 1 when a
@@ -231,6 +232,17 @@ def unfused(fn):
         mod._BWD_STATES_FUSED = True
 
 
+def dv_apart(fn):
+    """fn() with dv computed in its own pass rather than in the dq/dk/dg pass."""
+    mod._BWD_FUSED_DV = False
+    mod._bwd_config.cache_clear()
+    try:
+        return fn()
+    finally:
+        mod._BWD_FUSED_DV = True
+        mod._bwd_config.cache_clear()
+
+
 def check_unfused(device):
     """The state walks give the same results bit for bit in one launch or in two."""
     gen = torch.Generator().manual_seed(2)
@@ -325,22 +337,23 @@ def timing(only, calls):
         t_b = graph_us(bwd, calls=calls)
         t_s = graph_us(seq, calls=calls)
         t_u = unfused(lambda bwd=bwd: graph_us(bwd, calls=calls))
+        t_d = dv_apart(lambda bwd=bwd: graph_us(bwd, calls=calls))
         flag = "ok" if max(err, err_f) <= BAD else "BAD"
         bad += flag == "BAD"
-        rows.append((label, t_f, t_b, t_b / t_f, t_u, t_s, t_s / t_b, err, flag))
+        rows.append((label, t_f, t_b, t_b / t_f, t_u, t_d, t_s, t_s / t_b, err, flag))
         frows.append((label, shape, nseg, t_f, t_f1, t_fla, err_f))
         print(f"timed {label}: fwd {t_f:.1f} us, bwd {t_b:.1f} us, {flag}", flush=True)
         torch.cuda.empty_cache()
     print(f"\n## chunk_gla backward, bf16, {torch.cuda.get_device_name()}\n")
     print(
         "| shape | fwd us | bwd us | bwd / fwd | bwd, state walks apart, us | "
-        "sequential bwd us | speedup | max diff vs sequential | |"
+        "bwd, dv pass apart, us | sequential bwd us | speedup | max diff vs sequential | |"
     )
-    print("|---" * 9 + "|")
-    for label, t_f, t_b, r, t_u, t_s, sp, err, flag in rows:
+    print("|---" * 10 + "|")
+    for label, t_f, t_b, r, t_u, t_d, t_s, sp, err, flag in rows:
         print(
-            f"| {label} | {t_f:.1f} | {t_b:.1f} | {r:.2f} | {t_u:.1f} | {t_s:.1f} | {sp:.1f}x | "
-            f"{err:.1e} | {flag} |"
+            f"| {label} | {t_f:.1f} | {t_b:.1f} | {r:.2f} | {t_u:.1f} | {t_d:.1f} | {t_s:.1f} | "
+            f"{sp:.1f}x | {err:.1e} | {flag} |"
         )
     print(f"\n## chunk_gla forward, bf16, {torch.cuda.get_device_name()}\n")
     print(
@@ -357,6 +370,7 @@ def timing(only, calls):
     kernels = (
         "_gla_fwd_h_kernel",
         "_gla_bwd_dh_kernel",
+        "_gla_bwd_states_kernel",
         "_gla_bwd_dqk_kernel",
         "_gla_bwd_dv_kernel",
     )

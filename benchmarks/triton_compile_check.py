@@ -39,6 +39,29 @@ FAILED: list[str] = []
 SEEN: set = set()
 
 
+RESOURCES = False
+# Shared memory per block that a kernel may use (opt-in maximum), by compute capability.
+SHARED_LIMIT = {80: 166912, 86: 101376, 89: 101376, 90: 232448, 100: 232448}
+
+
+def resources(compiled) -> str:
+    """Registers, stack (spills) and shared memory of a compiled kernel, as cuobjdump reports
+    them from its cubin."""
+    import re
+    import subprocess
+    import tempfile
+
+    tool = Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / "cuobjdump"
+    with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
+        f.write(compiled.asm["cubin"])
+        f.flush()
+        out = subprocess.run(
+            [str(tool), "--dump-resource-usage", f.name], capture_output=True, text=True
+        ).stdout
+    found = dict(re.findall(r"(REG|STACK|SHARED|LOCAL):(\d+)", out))
+    return "[" + " ".join(f"{k.lower()} {v}" for k, v in found.items()) + "]"
+
+
 class _CompileOnly:
     def __init__(self, kernel, target, backend):
         self.kernel, self.target, self.backend = kernel, target, backend
@@ -63,8 +86,17 @@ class _CompileOnly:
             }
             start = time.perf_counter()
             src = ASTSource(self.kernel, signature, constexprs, attrs)
-            triton_compile(src, target=self.target, options=options.__dict__)
-            print(f"ok   {self.kernel.fn.__name__} {consts} ({time.perf_counter() - start:.1f} s)")
+            compiled = triton_compile(src, target=self.target, options=options.__dict__)
+            took = time.perf_counter() - start
+            shared = compiled.metadata.shared
+            if shared > SHARED_LIMIT.get(self.target.arch, shared):
+                # Triton only refuses this when the kernel is loaded on the device.
+                raise RuntimeError(
+                    f"needs {shared} bytes of shared memory, over sm_{self.target.arch}'s "
+                    f"{SHARED_LIMIT[self.target.arch]}"
+                )
+            use = f" {resources(compiled)}" if RESOURCES else ""
+            print(f"ok   {self.kernel.fn.__name__} {consts} ({took:.1f} s){use}")
         except Exception as e:  # noqa: BLE001 - every failure is reported, then the run goes on
             last = str(e).strip().splitlines()
             FAILED.append(f"{self.kernel.fn.__name__}: {type(e).__name__}")
@@ -76,7 +108,14 @@ def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--arch", type=int, default=90)
     p.add_argument("--only", default="")
+    p.add_argument(
+        "--resources",
+        action="store_true",
+        help="print each kernel's registers, stack (spills), shared and local memory",
+    )
     args = p.parse_args()
+    global RESOURCES
+    RESOURCES = args.resources
     target = GPUTarget("cuda", args.arch, 32)
     backend = make_backend(target)
     wrappers: dict = {}
@@ -134,7 +173,7 @@ def main() -> int:
                     ),
                 )
             )
-            # One long sequence: the forward's state pass splits into segments.
+            # One long sequence: the state walks split into segments.
             ql, kl = rnd(1, 1024, 1, K, dtype=dt), rnd(1, 1024, 1, K, dtype=dt)
             vl, gl, hl = rnd(1, 1024, 1, V, dtype=dt), rnd(1, 1024, 1), rnd(1, 1, K, V)
             cases.append(
@@ -143,6 +182,8 @@ def main() -> int:
                     lambda q=ql, k=kl, v=vl, gg=gl, h=hl: (
                         C.chunk_gla_fwd(q, k, v, gg, None, h, None, True),
                         C.chunk_gla_fwd(q, k, v, gg, None, None, None, False),
+                        C.chunk_gla_bwd(q, k, v, gg, None, h, None, v, h),
+                        C.chunk_gla_bwd(q, k, v, gg, None, None, None, v, None),
                     ),
                 )
             )

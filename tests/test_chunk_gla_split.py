@@ -1,4 +1,4 @@
-"""chunk_gla's forward with its state pass split into segments (kernels/chunk_gla/triton.py,
+"""chunk_gla's forward and backward with their state walks split into segments (kernels/chunk_gla/triton.py,
 ``_segments``) gives what the single walk gives.
 
 The split is chosen for long sequences with few heads, shapes too large for the interpreter, so
@@ -85,3 +85,66 @@ def test_segments_only_where_the_state_pass_has_few_programs():
     assert C._segments(256, 4096 // 64) == 1
     assert C._segments(C._SEG_MAX_PROGRAMS + 1, 10_000) == 1
     assert C._segments(16, C._SEG_MIN_CHUNKS - 1) == 1  # too short to split
+
+
+def _ref_grads(q, k, v, g, init, do, dht):
+    """Gradients of (output, final state) . (do, dht) through the token-by-token reference, in
+    float64 on the same rounded inputs."""
+    leaves = [x.detach().double().requires_grad_() for x in (q, k, v, g)]
+    B, T, H, K = q.shape
+    s0 = q.new_zeros(B, H, K, v.shape[-1]) if init is None else init
+    s0 = s0.detach().double().requires_grad_()  # dh0 is returned without an initial state too
+    o, ht = reference.chunk_gla_ref(*leaves, None, s0, True, None)
+    loss = (o * do.double()).sum() + (0 if dht is None else (ht * dht.double()).sum())
+    return torch.autograd.grad(loss, [*leaves, s0])
+
+
+@pytest.mark.parametrize(
+    ("B", "T", "H", "K", "V", "dtype", "h0", "dht", "min_chunks", "strided"),
+    [
+        (1, 320, 1, 32, 48, torch.float32, True, True, 1, False),  # 5 segments of one chunk
+        (2, 301, 2, 16, 16, torch.float32, False, False, 2, False),  # partial last chunk
+        (1, 400, 2, 48, 100, torch.float32, True, False, 3, False),  # K, V not powers of two
+        (2, 257, 1, 64, 64, torch.bfloat16, True, True, 2, False),  # dv in the dq/dk/dg pass
+        (1, 330, 1, 100, 40, torch.float16, False, True, 2, False),
+        (2, 200, 2, 32, 32, torch.bfloat16, True, True, 1, True),  # strided inputs
+    ],
+)
+def test_split_backward_matches_single_walk(
+    monkeypatch, B, T, H, K, V, dtype, h0, dht, min_chunks, strided
+):
+    q, k, v, g, init = _inputs(B, T, H, K, V, dtype, h0, strided)
+    gen = torch.Generator().manual_seed(7)
+    do = torch.randn(B, T, H, V, generator=gen).to(DEVICE, dtype)
+    dht_ = torch.randn(B, H, K, V, generator=gen).to(DEVICE) if dht else None
+    args = (q, k, v, g, None, init, None, do, dht_)
+    one = C.chunk_gla_bwd(*args)
+    calls = []
+    monkeypatch.setattr(C, "_SEG_PROGRAMS", 1 << 20)
+    monkeypatch.setattr(C, "_BWD_SEG_MAX_PROGRAMS", 1 << 20)
+    monkeypatch.setattr(C, "_SEG_MIN_CHUNKS", min_chunks)
+    monkeypatch.setattr(
+        C,
+        "_segments",
+        lambda *a, f=C._segments: calls.append(f(*a)) or calls[-1],
+    )
+    split = C.chunk_gla_bwd(*args)
+    nt = -(-T // C._BT)
+    assert calls == [nt // min_chunks] and calls[0] > 1, "the shape did not split"
+    want = _ref_grads(q, k, v, g, init, do, dht_)
+    names = ("dq", "dk", "dv", "dg", "dh0")
+    for name, a, b, w in zip(names, split, one, want, strict=True):
+        tol = 2e-5 if dtype == torch.float32 else 3e-2
+        scale = w.abs().max().item()
+        assert (a.double() - b.double()).abs().max().item() <= tol * scale, f"{name}: split"
+        ref_tol = 1e-4 if dtype == torch.float32 else 4e-2
+        assert (a.double() - w).abs().max().item() <= ref_tol * scale, f"{name}: reference"
+
+
+def test_backward_splits_only_where_each_walk_has_few_programs():
+    # The suite's shapes (bf16, 64 x 64 state tiles): only B1 T8192 H4 K=V=128 splits.
+    mx = C._BWD_SEG_MAX_PROGRAMS
+    assert C._segments(16, 8192 // 64, mx) == 16
+    assert C._segments(64, 32768 // 64, mx) == 1
+    assert C._segments(256, 4096 // 64, mx) == 1
+    assert C._segments(mx + 1, 10_000, mx) == 1

@@ -393,7 +393,8 @@ def _gla_fwd_h_kernel(
 
 
 @triton.jit
-def _gla_fwd_hseg_kernel(
+def _hseg(
+    pid,
     k,
     v,
     gc,
@@ -433,7 +434,6 @@ def _gla_fwd_hseg_kernel(
     NV = (V + BV - 1) // BV
     NKV = (K + BK - 1) // BK * NV
     DT = k.dtype.element_ty
-    pid = tl.program_id(0)
     i_kv = pid % NKV
     i_seg = (pid // NKV) % NSEG
     i_nh = pid // (NKV * NSEG)
@@ -481,7 +481,69 @@ def _gla_fwd_hseg_kernel(
 
 
 @triton.jit
-def _gla_fwd_hcomb_kernel(
+def _gla_fwd_hseg_kernel(
+    k,
+    v,
+    gc,
+    h,
+    hend,
+    gseg,
+    dch,
+    T,
+    H,
+    NT,
+    CPS,
+    NSEG,
+    s_kb,
+    s_kt,
+    s_kh,
+    s_kk,
+    s_vb,
+    s_vt,
+    s_vh,
+    s_vv,
+    K: tl.constexpr,
+    V: tl.constexpr,
+    BT: tl.constexpr,
+    BK: tl.constexpr,
+    BV: tl.constexpr,
+    MODE: tl.constexpr,
+):
+    # Grid (sequences x heads x segments x state tiles,): see _hseg.
+    _hseg(
+        tl.program_id(0),
+        k,
+        v,
+        gc,
+        h,
+        hend,
+        gseg,
+        dch,
+        T,
+        H,
+        NT,
+        CPS,
+        NSEG,
+        s_kb,
+        s_kt,
+        s_kh,
+        s_kk,
+        s_vb,
+        s_vt,
+        s_vh,
+        s_vv,
+        K,
+        V,
+        BT,
+        BK,
+        BV,
+        MODE,
+    )
+
+
+@triton.jit
+def _hcomb(
+    pid,
     h0,
     hend,
     gseg,
@@ -501,7 +563,6 @@ def _gla_fwd_hcomb_kernel(
     # (_gla_fwd_hseg_kernel), and the final state.
     NV = (V + BV - 1) // BV
     NKV = (K + BK - 1) // BK * NV
-    pid = tl.program_id(0)
     i_kv = pid % NKV
     i_nh = pid // NKV
     i_k = i_kv // NV
@@ -522,6 +583,26 @@ def _gla_fwd_hcomb_kernel(
         b_s = b_s * tl.exp(b_g) + tl.load(hend + p_off, mask=m_p, other=0.0)
     if STORE_HT:
         tl.store(ht + s_off, b_s, mask=m_s)
+
+
+@triton.jit
+def _gla_fwd_hcomb_kernel(
+    h0,
+    hend,
+    gseg,
+    hstart,
+    ht,
+    H,
+    NSEG,
+    K: tl.constexpr,
+    V: tl.constexpr,
+    BK: tl.constexpr,
+    BV: tl.constexpr,
+    USE_H0: tl.constexpr,
+    STORE_HT: tl.constexpr,
+):
+    # Grid (sequences x heads x state tiles,): see _hcomb.
+    _hcomb(tl.program_id(0), h0, hend, gseg, hstart, ht, H, NSEG, K, V, BK, BV, USE_H0, STORE_HT)
 
 
 @triton.jit
@@ -1308,6 +1389,273 @@ def _gla_bwd_states_kernel(
 
 
 @triton.jit
+def _dhseg(
+    pid,
+    q,
+    do,
+    gc,
+    dh,
+    dhown,
+    ddch,
+    scale,
+    T,
+    H,
+    NT,
+    CPS,
+    NSEG,
+    s_qb,
+    s_qt,
+    s_qh,
+    s_qk,
+    s_db,
+    s_dt,
+    s_dh,
+    s_dv,
+    K: tl.constexpr,
+    V: tl.constexpr,
+    BT: tl.constexpr,
+    BK: tl.constexpr,
+    BV: tl.constexpr,
+    MODE: tl.constexpr,
+):
+    # The reverse walk (_dh_walk) split into segments of CPS chunks as _hseg splits the forward
+    # one (equal-length sequences only); pid over (sequences x heads x segments x state tiles),
+    # tiles fastest. Each program walks its segment's chunks from the last with a zero
+    # gradient, storing into dh[slot] the gradient of the state at the chunk's end that the
+    # segment's later tokens give, and into ddch[slot, head] the decay exp(sum of g) from the
+    # chunk's end to the segment's end; at the segment's start, its own part of the gradient
+    # there into dhown. _dhcomb then carries the gradients across segments, and
+    # _gla_bwd_dqk_kernel adds them: dS(chunk end) = dh[slot] + ddch[slot] * dS(segment end).
+    NV = (V + BV - 1) // BV
+    NKV = (K + BK - 1) // BK * NV
+    DT = q.dtype.element_ty
+    i_kv = pid % NKV
+    i_seg = (pid // NKV) % NSEG
+    i_nh = pid // (NKV * NSEG)
+    i_k = i_kv // NV
+    i_v = i_kv % NV
+    i_n = i_nh // H
+    i_h = i_nh % H
+    i_b = i_n.to(tl.int64)
+    bos = i_b * 0
+    eos = bos + T
+    c_lo = i_seg * CPS
+    c_hi = tl.minimum(c_lo + CPS, NT)
+
+    o_t = tl.arange(0, BT)
+    o_k = i_k * BK + tl.arange(0, BK)
+    o_v = i_v * BV + tl.arange(0, BV)
+    m_k = o_k < K
+    m_v = o_v < V
+    m_s = m_k[:, None] & m_v[None, :]
+    o_s = o_k[:, None] * V + o_v[None, :]
+    p_q0 = q + i_b * s_qb + i_h * s_qh + o_k[:, None] * s_qk
+    p_do0 = _head_ptr(do, i_b, i_h, s_db, s_dh, o_v, s_dv)
+    p_g0 = gc + (i_b * H + i_h) * T
+    b_dh = tl.zeros([BK, BV], dtype=tl.float32)
+    b_acc = tl.zeros((), dtype=tl.float32)
+    for i_r in range(0, c_hi - c_lo):
+        i_c = c_hi - 1 - i_r
+        slot = i_b * NT + i_c
+        tl.store(dh + (slot * H + i_h) * (K * V) + o_s, b_dh.to(dh.dtype.element_ty), mask=m_s)
+        if i_kv == 0:
+            tl.store(ddch + slot * H + i_h, tl.exp(b_acc))
+        t, m_t = _chunk_tokens(bos, eos, i_c, o_t, BT)
+        b_qT = tl.load(p_q0 + t[None, :] * s_qt, mask=m_k[:, None] & m_t[None, :], other=0.0)
+        b_do = tl.load(p_do0 + t[:, None] * s_dt, mask=m_t[:, None] & m_v[None, :], other=0.0)
+        b_G = tl.load(p_g0 + t, mask=m_t, other=0.0)
+        b_GL = tl.load(p_g0 + tl.minimum(bos + i_c * BT + BT, eos) - 1)
+        b_qg = b_qT.to(tl.float32) * (tl.exp(b_G) * scale)[None, :]
+        b_dh = b_dh * tl.exp(b_GL) + _dot(b_qg, b_do, DT, MODE)
+        b_acc += b_GL
+
+    s_off, m_s = _state_offsets(i_n * NSEG + i_seg, i_h, H, K, V, o_k, o_v, m_k, m_v)
+    tl.store(dhown + s_off, b_dh, mask=m_s)
+
+
+@triton.jit
+def _dhcomb(
+    pid,
+    dht,
+    dhown,
+    gseg,
+    dhend,
+    dh0,
+    H,
+    NSEG,
+    K: tl.constexpr,
+    V: tl.constexpr,
+    BK: tl.constexpr,
+    BV: tl.constexpr,
+    USE_DHT: tl.constexpr,
+):
+    # pid over (sequences x heads x state tiles): the gradient of the state at the end of each
+    # segment, from dht and the segments' own parts and log-decays (_dhseg, _hseg), last
+    # segment first; what is left is the gradient of the initial state, stored into dh0.
+    NV = (V + BV - 1) // BV
+    NKV = (K + BK - 1) // BK * NV
+    i_kv = pid % NKV
+    i_nh = pid // NKV
+    i_k = i_kv // NV
+    i_v = i_kv % NV
+    i_n = i_nh // H
+    i_h = i_nh % H
+    o_k = i_k * BK + tl.arange(0, BK)
+    o_v = i_v * BV + tl.arange(0, BV)
+    m_k = o_k < K
+    m_v = o_v < V
+    s_off, m_s = _state_offsets(i_n, i_h, H, K, V, o_k, o_v, m_k, m_v)
+    b_s = _load_state(dht, s_off, m_s, USE_DHT, BK, BV)
+    for i_r in range(0, NSEG):
+        i_ns = i_n * NSEG + NSEG - 1 - i_r
+        p_off, m_p = _state_offsets(i_ns, i_h, H, K, V, o_k, o_v, m_k, m_v)
+        tl.store(dhend + p_off, b_s, mask=m_p)
+        b_g = tl.load(gseg + i_ns * H + i_h)
+        b_s = b_s * tl.exp(b_g) + tl.load(dhown + p_off, mask=m_p, other=0.0)
+    tl.store(dh0 + s_off, b_s, mask=m_s)
+
+
+@triton.jit
+def _gla_bwd_states_seg_kernel(
+    k,
+    v,
+    q,
+    do,
+    gc,
+    h,
+    hend,
+    gseg,
+    dch,
+    dh,
+    dhown,
+    ddch,
+    scale,
+    T,
+    H,
+    NT,
+    CPS,
+    NSEG,
+    NPS,
+    s_kb,
+    s_kt,
+    s_kh,
+    s_kk,
+    s_vb,
+    s_vt,
+    s_vh,
+    s_vv,
+    s_qb,
+    s_qt,
+    s_qh,
+    s_qk,
+    s_db,
+    s_dt,
+    s_dh,
+    s_dv,
+    K: tl.constexpr,
+    V: tl.constexpr,
+    BT: tl.constexpr,
+    BK: tl.constexpr,
+    BV: tl.constexpr,
+    MODE: tl.constexpr,
+):
+    # The backward's two state walks split into segments, side by side in one launch: programs
+    # below NPS (sequences x heads x segments x state tiles) walk the chunk states forwards as
+    # _hseg, the others the gradients backwards as _dhseg.
+    pid = tl.program_id(0)
+    if pid < NPS:
+        _hseg(
+            pid,
+            k,
+            v,
+            gc,
+            h,
+            hend,
+            gseg,
+            dch,
+            T,
+            H,
+            NT,
+            CPS,
+            NSEG,
+            s_kb,
+            s_kt,
+            s_kh,
+            s_kk,
+            s_vb,
+            s_vt,
+            s_vh,
+            s_vv,
+            K,
+            V,
+            BT,
+            BK,
+            BV,
+            MODE,
+        )
+    else:
+        _dhseg(
+            pid - NPS,
+            q,
+            do,
+            gc,
+            dh,
+            dhown,
+            ddch,
+            scale,
+            T,
+            H,
+            NT,
+            CPS,
+            NSEG,
+            s_qb,
+            s_qt,
+            s_qh,
+            s_qk,
+            s_db,
+            s_dt,
+            s_dh,
+            s_dv,
+            K,
+            V,
+            BT,
+            BK,
+            BV,
+            MODE,
+        )
+
+
+@triton.jit
+def _gla_bwd_comb_kernel(
+    h0,
+    hend,
+    gseg,
+    hstart,
+    dht,
+    dhown,
+    dhend,
+    dh0,
+    H,
+    NSEG,
+    NP,
+    K: tl.constexpr,
+    V: tl.constexpr,
+    BK: tl.constexpr,
+    BV: tl.constexpr,
+    USE_H0: tl.constexpr,
+    USE_DHT: tl.constexpr,
+):
+    # After _gla_bwd_states_seg_kernel: programs below NP (sequences x heads x state tiles)
+    # carry the states across segments forwards (_hcomb), the others the gradients backwards
+    # (_dhcomb), which also gives dh0.
+    pid = tl.program_id(0)
+    if pid < NP:
+        _hcomb(pid, h0, hend, gseg, hstart, hstart, H, NSEG, K, V, BK, BV, USE_H0, False)
+    else:
+        _dhcomb(pid - NP, dht, dhown, gseg, dhend, dh0, H, NSEG, K, V, BK, BV, USE_DHT)
+
+
+@triton.jit
 def _gla_bwd_dqk_kernel(
     q,
     k,
@@ -1318,16 +1666,23 @@ def _gla_bwd_dqk_kernel(
     do,
     dq,
     dk,
+    dv,
     dg,
     dg_part,
     cu,
     flag,
+    hstart,
+    dch,
+    dhend,
+    ddch,
     scale,
     T,
     H,
     N,
     NT,
     NTOK,
+    CPS,
+    NSEG,
     s_qb,
     s_qt,
     s_qh,
@@ -1350,6 +1705,8 @@ def _gla_bwd_dqk_kernel(
     BK: tl.constexpr,
     BV: tl.constexpr,
     USE_CU: tl.constexpr,
+    FUSE_DV: tl.constexpr,
+    SPLIT: tl.constexpr,
     MODE: tl.constexpr,
 ):
     # Grid (K blocks x state slots, H), K blocks fastest. Each program computes one chunk's
@@ -1364,7 +1721,16 @@ def _gla_bwd_dqk_kernel(
     # which holds exp(G_L - G_s)). So
     #   dg_t = sum_{s >= t} (q_s.dq_s - k_s.dk''_s) + sum_{s < t} k_s.dk'_s + exp(G_L) <h, dh>
     # (dk'' the in-chunk part of dk), which never subtracts the large terms through dh.
+    #
+    # FUSE_DV (one K block, BK >= K): the program also computes the chunk's dv, one V block per
+    # step of its walk, as _gla_bwd_dv_kernel does: dv = (scale * exp(G_i - G_j) q_i.k_j)^T do
+    # + (k * exp(G_L - G)) dh. q, k and the in-chunk attention are then loaded and formed once
+    # before the walk, and q, k, do and dh are read once for all four gradients.
+    #
+    # SPLIT (state walks split into segments, _gla_bwd_states_seg_kernel): h[slot] and dh[slot]
+    # hold the segment's own parts; the carried ones are added here, decayed by dch and ddch.
     NK: tl.constexpr = (K + BK - 1) // BK
+    tl.static_assert(not FUSE_DV or NK == 1)
     DT = q.dtype.element_ty
     i_k = tl.program_id(0) % NK
     i_s = tl.program_id(0) // NK
@@ -1381,6 +1747,12 @@ def _gla_bwd_dqk_kernel(
         tl.store(dk + p_z, tl.zeros([BT, BK], dtype=dk.dtype.element_ty), mask=m_zk)
         if i_k == 0:
             tl.store(dg + r * H + i_h, tl.zeros([BT], dtype=tl.float32), mask=m_z)
+        if FUSE_DV:
+            for i_z in tl.static_range(0, (V + BV - 1) // BV):
+                o_zv = i_z * BV + tl.arange(0, BV)
+                p_zv = (r[:, None] * H + i_h) * V + o_zv[None, :]
+                b_zv = tl.zeros([BT, BV], dtype=dv.dtype.element_ty)
+                tl.store(dv + p_zv, b_zv, mask=m_z[:, None] & (o_zv < V)[None, :])
 
     if live:
         t, m_t = _chunk_tokens(bos, eos, i_c, o_t, BT)
@@ -1388,6 +1760,27 @@ def _gla_bwd_dqk_kernel(
         b_G = tl.load(p_g0 + t, mask=m_t, other=0.0)
         b_GL = tl.load(p_g0 + tl.minimum(bos + i_c * BT + BT, eos) - 1)
         p_s = (i_s.to(tl.int64) * H + i_h) * (K * V) + o_k[:, None] * V
+        if SPLIT:
+            b_d = tl.load(dch + i_s * H + i_h)
+            b_dd = tl.load(ddch + i_s * H + i_h)
+            p_ss = ((i_b * NSEG + i_c // CPS) * H + i_h) * (K * V) + o_k[:, None] * V
+        p_q = _head_ptr(q, i_b, i_h, s_qb, s_qh, o_k, s_qk) + t[:, None] * s_qt
+        p_k = _head_ptr(k, i_b, i_h, s_kb, s_kh, o_k, s_kk) + t[:, None] * s_kt
+        m_tk = m_t[:, None] & m_k[None, :]
+        row = i_b * T + t
+        # [i, j] = scale * exp(G_i - G_j) for tokens j <= i of the sequence (no padding: there
+        # G is 0 and the exponent unbounded)
+        both = m_t[:, None] & m_t[None, :]
+        causal = (o_t[:, None] >= o_t[None, :]) & both
+        if FUSE_DV:
+            b_q = tl.load(p_q, mask=m_tk, other=0.0)
+            b_k = tl.load(p_k, mask=m_tk, other=0.0)
+            b_qk = _dot(b_q, tl.trans(b_k), DT, MODE)
+            b_D = tl.exp(tl.where(causal, b_G[:, None] - b_G[None, :], float("-inf"))) * scale
+            b_AtD = _cast(tl.trans(b_qk * b_D), DT, MODE)
+            b_kd = _cast(
+                b_k.to(tl.float32) * tl.where(m_t, tl.exp(b_GL - b_G), 0.0)[:, None], DT, MODE
+            )
         b_dA = tl.zeros([BT, BT], dtype=tl.float32)
         b_dqs = tl.zeros([BT, BK], dtype=tl.float32)
         b_dks = tl.zeros([BT, BK], dtype=tl.float32)
@@ -1403,21 +1796,25 @@ def _gla_bwd_dqk_kernel(
             b_do = tl.load(p_do, mask=m_tv, other=0.0)
             b_h = tl.load(h + p_s + o_v[None, :], mask=m_s, other=0.0)
             b_dh = tl.load(dh + p_s + o_v[None, :], mask=m_s, other=0.0)
+            if SPLIT:
+                b_S = tl.load(hstart + p_ss + o_v[None, :], mask=m_s, other=0.0)
+                b_dS = tl.load(dhend + p_ss + o_v[None, :], mask=m_s, other=0.0)
+                b_h = (b_h.to(tl.float32) + b_d * b_S).to(h.dtype.element_ty)
+                b_dh = (b_dh.to(tl.float32) + b_dd * b_dS).to(dh.dtype.element_ty)
             b_dA += _dot(b_do, tl.trans(b_v), DT, MODE)
             b_dqs += _dot(b_do, tl.trans(b_h), DT, MODE)
             b_dks += _dot(b_v, tl.trans(b_dh), DT, MODE)
             b_hdh += tl.sum(b_h.to(tl.float32) * b_dh.to(tl.float32), axis=1)
+            if FUSE_DV:
+                b_dv = _dot(b_AtD, b_do, DT, MODE) + _dot(b_kd, b_dh, DT, MODE)
+                p_dv = dv + (row[:, None] * H + i_h) * V + o_v[None, :]
+                tl.store(p_dv, _cast(b_dv, dv.dtype.element_ty, MODE), mask=m_tv)
 
-        p_q = _head_ptr(q, i_b, i_h, s_qb, s_qh, o_k, s_qk) + t[:, None] * s_qt
-        p_k = _head_ptr(k, i_b, i_h, s_kb, s_kh, o_k, s_kk) + t[:, None] * s_kt
-        m_tk = m_t[:, None] & m_k[None, :]
-        b_q = tl.load(p_q, mask=m_tk, other=0.0)
-        b_k = tl.load(p_k, mask=m_tk, other=0.0)
-        # [i, j] = scale * exp(G_i - G_j) for tokens j <= i of the sequence (no padding: there
-        # G is 0 and the exponent unbounded)
-        both = m_t[:, None] & m_t[None, :]
-        causal = (o_t[:, None] >= o_t[None, :]) & both
-        b_D = tl.exp(tl.where(causal, b_G[:, None] - b_G[None, :], float("-inf"))) * scale
+        if not FUSE_DV:
+            b_q = tl.load(p_q, mask=m_tk, other=0.0)
+            b_k = tl.load(p_k, mask=m_tk, other=0.0)
+            b_qk = _dot(b_q, tl.trans(b_k), DT, MODE)
+            b_D = tl.exp(tl.where(causal, b_G[:, None] - b_G[None, :], float("-inf"))) * scale
         b_dA = b_dA * b_D
         b_dqs = b_dqs * (tl.exp(b_G) * scale)[:, None]
         b_dks = b_dks * tl.where(m_t, tl.exp(b_GL - b_G), 0.0)[:, None]
@@ -1427,7 +1824,7 @@ def _gla_bwd_dqk_kernel(
         # In-chunk part of q.dq - k.dk taken pairwise: query i gains and key j loses
         # P[i, j] = dA[i, j] * (q_i . k_j); the diagonal cancels exactly.
         strict = (o_t[:, None] > o_t[None, :]) & both
-        b_P = tl.where(strict, b_dA * _dot(b_q, tl.trans(b_k), DT, MODE), 0.0)
+        b_P = tl.where(strict, b_dA * b_qk, 0.0)
         b_gq = tl.sum(b_P, axis=1) - tl.sum(b_P, axis=0)
         b_gq += tl.sum(b_q.to(tl.float32) * b_dqs, axis=1)
         b_gk = tl.sum(b_k.to(tl.float32) * b_dks, axis=1)
@@ -1441,7 +1838,6 @@ def _gla_bwd_dqk_kernel(
             + b_last
         )
 
-        row = i_b * T + t
         p_out = (row[:, None] * H + i_h) * K + o_k[None, :]
         tl.store(dq + p_out, _cast(b_dq, dq.dtype.element_ty, MODE), mask=m_tk)
         tl.store(dk + p_out, _cast(b_dk, dk.dtype.element_ty, MODE), mask=m_tk)
@@ -1463,12 +1859,16 @@ def _gla_bwd_dv_kernel(
     dg_part,
     cu,
     flag,
+    dhend,
+    ddch,
     scale,
     T,
     H,
     N,
     NT,
     NTOK,
+    CPS,
+    NSEG,
     s_qb,
     s_qt,
     s_qh,
@@ -1488,12 +1888,14 @@ def _gla_bwd_dv_kernel(
     BV: tl.constexpr,
     NKG: tl.constexpr,
     USE_CU: tl.constexpr,
+    SPLIT: tl.constexpr,
     MODE: tl.constexpr,
 ):
     # Grid (V blocks x state slots, H), V blocks fastest. Each program computes one chunk's
     # [BT, BV] block of dv = (scale * exp(G_i - G_j) q_i.k_j)^T do + (k * exp(G_L - G)) dh[slot],
     # walking the K blocks; the programs of the first V block also sum the NKG partial dg of
-    # _gla_bwd_dqk_kernel when there are several.
+    # _gla_bwd_dqk_kernel when there are several. SPLIT: dh[slot] holds the segment's own part,
+    # as in _gla_bwd_dqk_kernel.
     NV = (V + BV - 1) // BV
     DT = q.dtype.element_ty
     i_v = tl.program_id(0) % NV
@@ -1516,6 +1918,9 @@ def _gla_bwd_dv_kernel(
         b_GL = tl.load(p_g0 + tl.minimum(bos + i_c * BT + BT, eos) - 1)
         b_dec = tl.where(m_t, tl.exp(b_GL - b_G), 0.0)
         p_s = (i_s.to(tl.int64) * H + i_h) * (K * V) + o_v[None, :]
+        if SPLIT:
+            b_dd = tl.load(ddch + i_s * H + i_h)
+            p_ss = ((i_b * NSEG + i_c // CPS) * H + i_h) * (K * V) + o_v[None, :]
         b_At = tl.zeros([BT, BT], dtype=tl.float32)
         b_dv = tl.zeros([BT, BV], dtype=tl.float32)
         for i_k in range(0, (K + BK - 1) // BK):
@@ -1526,6 +1931,10 @@ def _gla_bwd_dv_kernel(
             b_qT = tl.load(p_qT, mask=m_k[:, None] & m_t[None, :], other=0.0)
             b_k = tl.load(p_k, mask=m_t[:, None] & m_k[None, :], other=0.0)
             b_dh = tl.load(dh + p_s + o_k[:, None] * V, mask=m_k[:, None] & m_v[None, :], other=0.0)
+            if SPLIT:
+                m_kv = m_k[:, None] & m_v[None, :]
+                b_dS = tl.load(dhend + p_ss + o_k[:, None] * V, mask=m_kv, other=0.0)
+                b_dh = (b_dh.to(tl.float32) + b_dd * b_dS).to(dh.dtype.element_ty)
             b_At += _dot(b_k, b_qT, DT, MODE)
             b_kg = b_k.to(tl.float32) * b_dec[:, None]
             b_dv += _dot(b_kg, b_dh, DT, MODE)
@@ -1592,12 +2001,19 @@ def _fwd_config(K, V, dtype):
 def _bwd_config(K, V, dtype):
     """Backward launch configs: (chunk size BT, then each as (BK, BV, num_warps, num_stages): the
     two state walks (the forward's state pass recomputing the chunk states and the reverse one),
-    the dq/dk/dg pass, the dv pass, and the sequential fallback kernels)."""
+    the dq/dk/dg pass, the dv pass, and the sequential fallback kernels). When the dq/dk/dg
+    pass's BK covers K, it computes dv as well and the dv pass is not launched."""
     BT, state, _, _ = _fwd_config(K, V, dtype)
     fallback = _config(K, V, dtype, True)
     if dtype == torch.float32:
         return BT, state, (64, 32, 4, 1), (64, 32, 4, 1), fallback
     # 16-bit blocks stay at 64 or more (see _config).
+    BK = max(64, next_power_of_2(K))
+    if _BWD_FUSED_DV and BK <= _BWD_FUSED_MAX_K:
+        # On the H200 (bf16, backward µs, benchmarks/chunk_gla_bwd_tune.py): K = V = 128 with
+        # (BV, warps, stages) 64/8/3 618, 64/8/2 635, 64/4/2 1043, 128/8/2 957 (dv apart: 803);
+        # K = V = 64 with 64/4/2 434, 64/8/2 730 (dv apart: 672).
+        return BT, state, (BK, 64, 4, 2) if BK <= 64 else (BK, 64, 8, 3), None, fallback
     return BT, state, (64, 64, 8, 2), (64, 64, 4, 2), fallback
 
 
@@ -1615,16 +2031,28 @@ _SEG_PROGRAMS = 256
 _SEG_MIN_CHUNKS = 8
 
 
-def _segments(programs: int, chunks: int) -> int:
-    """Segments per sequence for the forward's state pass (1: no split)."""
-    if programs > _SEG_MAX_PROGRAMS:
+def _segments(programs: int, chunks: int, max_programs: int | None = None) -> int:
+    """Segments per sequence for a state walk of ``programs`` programs over ``chunks`` chunks
+    (1: no split); the split applies at ``max_programs`` programs or fewer (default: the
+    forward's ``_SEG_MAX_PROGRAMS``)."""
+    if programs > (_SEG_MAX_PROGRAMS if max_programs is None else max_programs):
         return 1
     return max(1, min(cdiv(_SEG_PROGRAMS, programs), chunks // _SEG_MIN_CHUNKS))
 
 
+# The backward splits its two state walks likewise (_gla_bwd_states_seg_kernel), where each walk
+# alone has at most _BWD_SEG_MAX_PROGRAMS programs; the dq/dk/dg pass then adds each segment's
+# carried state and gradient (_gla_bwd_dqk_kernel).
+_BWD_SEG_MAX_PROGRAMS = 32
+
 # Whether the backward runs its two state walks in one launch (_gla_bwd_states_kernel) rather
 # than two (_gla_fwd_h_kernel, then _gla_bwd_dh_kernel); the benchmarks time both.
 _BWD_STATES_FUSED = True
+# Whether a 16-bit backward with K <= _BWD_FUSED_MAX_K computes dv in the dq/dk/dg pass (one
+# program per chunk and head over all of K) instead of a separate dv pass; the benchmarks time
+# both. Beyond 128 the program's float32 dq and dk accumulators no longer fit in registers.
+_BWD_FUSED_DV = True
+_BWD_FUSED_MAX_K = 128
 
 
 def _packed(cu_seqlens, B, T, device):
@@ -1902,15 +2330,20 @@ def chunk_gla_fwd(
 def chunk_gla_bwd(q, k, v, g, scale: float | None, initial_state, cu_seqlens, do, dht):
     """Backward of ``chunk_gla``: the gradients of every differentiable forward input.
 
-    Chunks of 64 tokens, in four launches (seven with ``cu_seqlens``): the cumulative log-decay
-    within each chunk, as in :func:`chunk_gla_fwd`; in one launch, the state at the start of
-    each chunk (as the forward computes it) and the gradient of the state at the end of each
-    chunk, one program per (sequence, head, state tile) walking its chunks forwards or backwards
-    (the last backward step gives ``dh0``); then ``dq``, ``dk`` and
-    ``dg`` one program per (chunk, head, K block), and ``dv`` one per (chunk, head, V block),
-    from those states and the in-chunk attention. With ``cu_seqlens``, a walk of each whole
-    sequence that does the work only where the clamped offsets fall somewhere (the chunks of
-    different sequences may then overlap) follows.
+    Chunks of 64 tokens, in three or four launches (six or seven with ``cu_seqlens``): the
+    cumulative log-decay within each chunk, as in :func:`chunk_gla_fwd`; in one launch, the
+    state at the start of each chunk (as the forward computes it) and the gradient of the state
+    at the end of each chunk, one program per (sequence, head, state tile) walking its chunks
+    forwards or backwards (the last backward step gives ``dh0``); then ``dq``, ``dk`` and ``dg``
+    from those states and the in-chunk attention: for 16-bit inputs with ``K <= 128`` one
+    program per (chunk, head) that computes ``dv`` as well, otherwise one per (chunk, head,
+    K block) and a fourth launch for ``dv``, one program per (chunk, head, V block). When each
+    walk would have very few programs (long equal-length sequences, few heads: see
+    ``_segments``), the walks run as segments side by side and one short launch carries states
+    and gradients across segments (float32 scratch ``[N * segments, H, K, V]`` four times);
+    the gradient pass adds them. With ``cu_seqlens``, a walk of each whole sequence that does
+    the work only where the clamped offsets fall somewhere (the chunks of different sequences
+    may then overlap) follows.
 
     Args:
         q, k, v, g, scale, initial_state, cu_seqlens: as for :func:`chunk_gla_fwd`
@@ -1929,7 +2362,8 @@ def chunk_gla_bwd(q, k, v, g, scale: float | None, initial_state, cu_seqlens, do
 
     Mutates nothing. Scratch: two ``[S, H, K, V]`` state tensors (``S`` = number of chunks,
     plus ``N - 1`` with ``cu_seqlens``; ``q``'s dtype for 16-bit inputs on a GPU, else
-    float32), float32 ``[B, H, T]`` and, for ``K`` over 64, ``[K / 64, B, T, H]``; with
+    float32), float32 ``[B, H, T]`` and, for ``K`` over 64 when ``dv`` has its own launch,
+    ``[K / 64, B, T, H]``; with
     ``cu_seqlens`` also the fallback's float32 ``NV * (2 * T * H * K + T * H + N * H)``
     (``NV`` = number of V blocks). ``K <= 256`` (``ValueError`` otherwise); ``initial_state``
     or ``dht`` of another shape than ``[N, H, K, V]``: ``ValueError``.
@@ -1961,7 +2395,8 @@ def chunk_gla_bwd(q, k, v, g, scale: float | None, initial_state, cu_seqlens, do
 
     if g.dtype is not torch.float32:
         g = g.to(torch.float32)
-    BT, (hk, hv, hw, hs), (qk, qv, qw, qs), (vk, vv, vw, vs), fb = _bwd_config(K, V, q.dtype)
+    BT, (hk, hv, hw, hs), (qk, qv, qw, qs), dv_cfg, fb = _bwd_config(K, V, q.dtype)
+    fuse_dv = dv_cfg is None
     mode = _mode(q.dtype)
     cu = cu_seqlens
     use_cu = cu is not None
@@ -1993,8 +2428,76 @@ def chunk_gla_bwd(q, k, v, g, scale: float | None, initial_state, cu_seqlens, do
         num_warps=4,
         num_stages=1,
     )
-    NP = N * H * cdiv(K, hk) * cdiv(V, hv)
-    if _BWD_STATES_FUSED:
+    tiles = cdiv(K, hk) * cdiv(V, hv)
+    NP = N * H * tiles
+    nseg = 1 if use_cu else _segments(NP, NT, _BWD_SEG_MAX_PROGRAMS)
+    cps = cdiv(NT, nseg)
+    nseg = cdiv(NT, cps)
+    hstart = dch = dhend = ddch = None
+    if nseg > 1:
+        # The carried float32 state tiles that the dq/dk/dg pass then loads take shared memory
+        # in every pipeline stage: three stages of K = V = 128 need 328 KiB, over the H200's 227.
+        qs = min(qs, 2)
+        hend = q.new_empty((N * nseg, H, K, V), dtype=torch.float32)
+        hstart, dhown, dhend = (torch.empty_like(hend) for _ in range(3))
+        gseg = q.new_empty((N * nseg, H), dtype=torch.float32)
+        dch = q.new_empty((NS, H), dtype=torch.float32)
+        ddch = torch.empty_like(dch)
+        launchable(_gla_bwd_states_seg_kernel, dv)[(2 * NP * nseg,)](
+            k,
+            v,
+            q,
+            do,
+            gc,
+            h,
+            hend,
+            gseg,
+            dch,
+            dh,
+            dhown,
+            ddch,
+            float(scale),
+            T,
+            H,
+            NT,
+            cps,
+            nseg,
+            NP * nseg,
+            *k_s,
+            *v_s,
+            *q_s,
+            *do_s,
+            K=K,
+            V=V,
+            BT=BT,
+            BK=hk,
+            BV=hv,
+            MODE=mode,
+            num_warps=hw,
+            num_stages=hs,
+        )
+        launchable(_gla_bwd_comb_kernel, dv)[(2 * NP,)](
+            h0,
+            hend,
+            gseg,
+            hstart,
+            dht,
+            dhown,
+            dhend,
+            dh0,
+            H,
+            nseg,
+            NP,
+            K=K,
+            V=V,
+            BK=hk,
+            BV=hv,
+            USE_H0=h0 is not None,
+            USE_DHT=dht is not None,
+            num_warps=4,
+            num_stages=1,
+        )
+    elif _BWD_STATES_FUSED:
         launchable(_gla_bwd_states_kernel, dv)[(2 * NP,)](
             k,
             v,
@@ -2089,16 +2592,23 @@ def chunk_gla_bwd(q, k, v, g, scale: float | None, initial_state, cu_seqlens, do
         do,
         dq,
         dk,
+        dv,
         dg,
         dg_part,
         cu,
         flag,
+        hstart,
+        dch,
+        dhend,
+        ddch,
         float(scale),
         T,
         H,
         N,
         NT,
         NTOK,
+        cps,
+        nseg,
         *q_s,
         *k_s,
         *v_s,
@@ -2109,10 +2619,51 @@ def chunk_gla_bwd(q, k, v, g, scale: float | None, initial_state, cu_seqlens, do
         BK=qk,
         BV=qv,
         USE_CU=use_cu,
+        FUSE_DV=fuse_dv,
+        SPLIT=nseg > 1,
         MODE=mode,
         num_warps=qw,
         num_stages=qs,
     )
+    if not fuse_dv:
+        split = (dhend, ddch, cps, nseg)
+        _bwd_dv(
+            q,
+            k,
+            gc,
+            dh,
+            do,
+            dv,
+            dg,
+            dg_part,
+            cu,
+            flag,
+            scale,
+            N,
+            NT,
+            NS,
+            NKG,
+            BT,
+            dv_cfg,
+            mode,
+            split,
+        )
+    if use_cu:
+        _bwd_sequential(q, k, v, g, scale, h0, cu, flag, do, dht, dq, dk, dv, dg, dh0, N, fb, mode)
+    return dq, dk, dv, dg, dh0
+
+
+def _bwd_dv(
+    q, k, gc, dh, do, dv, dg, dg_part, cu, flag, scale, N, NT, NS, NKG, BT, cfg, mode, split
+):
+    """The dv pass of :func:`chunk_gla_bwd` (which sums the partial dg too); ``split`` is
+    ``(dhend, ddch, chunks per segment, segments)`` of split state walks."""
+    dhend, ddch, cps, nseg = split
+    B, T, H, K = q.shape
+    V = do.shape[-1]
+    vk, vv, vw, vs = cfg
+    NTOK = B * T
+    q_s, k_s, do_s = q.stride(), k.stride(), do.stride()
     launchable(_gla_bwd_dv_kernel, dv)[(cdiv(V, vv) * NS, H)](
         q,
         k,
@@ -2124,12 +2675,16 @@ def chunk_gla_bwd(q, k, v, g, scale: float | None, initial_state, cu_seqlens, do
         dg_part,
         cu,
         flag,
+        dhend,
+        ddch,
         float(scale),
         T,
         H,
         N,
         NT,
         NTOK,
+        cps,
+        nseg,
         *q_s,
         *k_s,
         *do_s,
@@ -2139,14 +2694,12 @@ def chunk_gla_bwd(q, k, v, g, scale: float | None, initial_state, cu_seqlens, do
         BK=vk,
         BV=vv,
         NKG=NKG,
-        USE_CU=use_cu,
+        USE_CU=cu is not None,
+        SPLIT=nseg > 1,
         MODE=mode,
         num_warps=vw,
         num_stages=vs,
     )
-    if use_cu:
-        _bwd_sequential(q, k, v, g, scale, h0, cu, flag, do, dht, dq, dk, dv, dg, dh0, N, fb, mode)
-    return dq, dk, dv, dg, dh0
 
 
 def _bwd_sequential(q, k, v, g, scale, h0, cu, flag, do, dht, dq, dk, dv, dg, dh0, N, cfg, mode):

@@ -1,0 +1,182 @@
+"""Launch configs of the chunk_gla backward on a GPU: each candidate timed and checked, and the
+GPU time of each of its kernels.
+
+    PYTHONPATH=<site with attnops_kernels>:. python benchmarks/chunk_gla_bwd_tune.py \\
+        [--only TEXT] [--deadline S]
+
+For each shape of the suite (bf16, ``g = logsigmoid(randn)``, no states): the GPU time of the
+forward and of the backward by CUDA-graph replay, with the current configs and with each
+candidate of CONFIGS (the state walks' config and whether they split into segments, and the
+dq/dk/dg pass's config with dv computed in it or in its own pass), and the largest difference of
+every gradient against the backward with dv in its own pass and unsplit walks, relative to the largest gradient (BAD above 2e-2 or not
+finite: Triton miscompiles some kernels on Hopper). Then each kernel's mean GPU time over ten
+backward calls under ``torch.profiler``, with the current configs. Markdown to stdout.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+import time
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "benchmarks"))
+from _timing import graph_us  # noqa: E402
+
+try:
+    from attnops_kernels.chunk_gla import triton as mod
+except ImportError:
+    sys.path.insert(0, str(ROOT))
+    from kernels.chunk_gla import triton as mod
+
+SHAPES = [
+    (4, 4096, 16, 128, 128),
+    (8, 2048, 32, 64, 64),
+    (1, 32768, 16, 128, 128),
+    (1, 8192, 4, 128, 128),
+]
+# (name, state walks (BK, BV, warps, stages) or None: current, dq/dk/dg pass (BV, warps,
+# stages) with BK covering K and dv computed there, "apart": dv in its own pass, or None:
+# current, largest walk that splits into segments or None: current)
+CONFIGS = [
+    ("current", None, None, None),
+    ("apart", None, "apart", None),
+    ("fused 64/8/2", None, (64, 8, 2), None),
+    ("fused 64/8/4", None, (64, 8, 4), None),
+    ("fused 64/4/1", None, (64, 4, 1), None),
+    ("fused 64/4/3", None, (64, 4, 3), None),
+    ("walks never split", None, None, 0),
+    ("walks split up to 64 programs", None, None, 64),
+]
+BAD = 2e-2
+
+
+def label(shape):
+    return "B{} T{} H{} K{} V{}".format(*shape)
+
+
+def inputs(shape, seed=0):
+    B, T, H, K, V = shape
+    gen = torch.Generator(device="cuda").manual_seed(seed)
+
+    def rnd(*s, dt=torch.bfloat16):
+        return torch.randn(*s, device="cuda", generator=gen).to(dt)
+
+    q, k, v, do = rnd(B, T, H, K), rnd(B, T, H, K), rnd(B, T, H, V), rnd(B, T, H, V)
+    g = F.logsigmoid(rnd(B, T, H, dt=torch.float32))
+    return q, k, v, g, do
+
+
+def with_config(walks, dqk, fn, seg=None):
+    """Runs fn with the backward's configs replaced (None keeps the current one)."""
+    base = mod._bwd_config
+    base_seg = mod._BWD_SEG_MAX_PROGRAMS
+    if seg is not None:
+        mod._BWD_SEG_MAX_PROGRAMS = seg
+
+    def patched(K, V, dtype):
+        BT, state, qcfg, dv_cfg, fb = base(K, V, dtype)
+        if walks is not None:
+            state = walks
+        if dqk == "apart":
+            qcfg, dv_cfg = (64, 64, 8, 2), (64, 64, 4, 2)
+        elif dqk is not None:
+            qcfg, dv_cfg = (max(64, 1 << (K - 1).bit_length()), *dqk), None
+        return BT, state, qcfg, dv_cfg, fb
+
+    mod._bwd_config = patched
+    try:
+        return fn()
+    finally:
+        mod._bwd_config = base
+        mod._BWD_SEG_MAX_PROGRAMS = base_seg
+
+
+def rel(a, r):
+    a = a.float()
+    if not torch.isfinite(a).all():
+        return math.inf
+    return ((a - r.float()).abs().max() / r.float().abs().max().clamp_min(1e-6)).item()
+
+
+def profile(fn, calls=10):
+    """{kernel name: mean GPU µs per call} over ``calls`` calls of fn under torch.profiler."""
+    from torch.profiler import ProfilerActivity, profile
+
+    fn()
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        for _ in range(calls):
+            fn()
+        torch.cuda.synchronize()
+    out = {}
+    for e in prof.key_averages():
+        t = getattr(e, "device_time_total", None) or getattr(e, "cuda_time_total", 0)
+        if t:
+            out[e.key] = out.get(e.key, 0.0) + t / calls
+    return out
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--only", action="append", help="the shapes whose label has TEXT")
+    ap.add_argument("--deadline", type=float, default=1e9, help="stop starting shapes after S s")
+    args = ap.parse_args()
+    t0 = time.monotonic()
+    rows, prof_rows, bad = [], [], 0
+    for shape in SHAPES:
+        name = label(shape)
+        if args.only and not any(o in name for o in args.only):
+            continue
+        if time.monotonic() - t0 > args.deadline:
+            print(f"deadline: {name} not run", flush=True)
+            break
+        q, k, v, g, do = inputs(shape)
+        a = (q, k, v, g, None, None, None)
+
+        def bwd(a=a, do=do):
+            return mod.chunk_gla_bwd(*a, do, None)
+
+        t_f = graph_us(lambda a=a: mod.chunk_gla_fwd(*a, False))
+        ref = with_config(None, "apart", bwd, seg=0)
+        for cname, walks, dqk, seg in CONFIGS:
+            try:
+                out = with_config(walks, dqk, bwd, seg)
+                err = max(rel(x, r) for x, r in zip(out, ref, strict=True))
+                del out
+                t = with_config(walks, dqk, lambda: graph_us(bwd), seg)
+            except Exception as e:  # noqa: BLE001 - a config that fails to compile is reported
+                print(f"{name} {cname}: {type(e).__name__}: {str(e)[:300]}", flush=True)
+                rows.append((name, cname, t_f, math.nan, math.nan, "ERROR"))
+                continue
+            flag = "ok" if err <= BAD else "BAD"
+            bad += flag == "BAD"
+            rows.append((name, cname, t_f, t, err, flag))
+            print(f"{name} {cname}: {t:.1f} us (fwd {t_f:.1f}), {err:.1e} {flag}", flush=True)
+        for cname, dqk in (("current", None), ("apart", "apart")):
+            for kname, us in sorted(with_config(None, dqk, lambda: profile(bwd)).items()):
+                prof_rows.append((name, cname, kname, us))
+        del ref
+        torch.cuda.empty_cache()
+
+    print(f"\n## chunk_gla backward configs, bf16, {torch.cuda.get_device_name()}\n")
+    print("| shape | config | fwd us | bwd us | bwd / fwd | max diff vs apart, unsplit | |")
+    print("|---" * 7 + "|")
+    for name, cname, t_f, t, err, flag in rows:
+        print(f"| {name} | {cname} | {t_f:.1f} | {t:.1f} | {t / t_f:.2f} | {err:.1e} | {flag} |")
+    print("\n## GPU time per kernel (torch.profiler, mean of 10 backward calls)\n")
+    print("| shape | configs | kernel | us |")
+    print("|---|---|---|---:|")
+    for name, cname, kname, us in prof_rows:
+        print(f"| {name} | {cname} | {kname[:60]} | {us:.1f} |")
+    print(f"\n{time.monotonic() - t0:.0f} s")
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
