@@ -41,17 +41,19 @@ SHAPES = [
     (1, 8192, 4, 128, 128),
 ]
 # (name, state walks (BK, BV, warps, stages) or None: current, dq/dk/dg pass (BV, warps,
-# stages) with BK covering K and dv computed there, "apart": dv in its own pass, or None:
+# stages) with BK covering K and dv computed there, "apart": dv in its own pass (or ("apart",
+# dq/dk/dg pass config with BK 0 for all of K, dv pass config)), or None:
 # current, largest walk that splits into segments or None: current)
 CONFIGS = [
     ("current", None, None, None),
     ("apart", None, "apart", None),
+    ("apart 64/64/4/2, dv 64/64/4/2", None, ("apart", (64, 64, 4, 2), (64, 64, 4, 2)), None),
+    ("apart 64/64/4/3, dv 64/64/4/3", None, ("apart", (64, 64, 4, 3), (64, 64, 4, 3)), None),
+    ("apart full K/64/8/2, dv 64/64/4/2", None, ("apart", (0, 64, 8, 2), (64, 64, 4, 2)), None),
+    ("apart full K/64/4/2, dv 64/64/4/2", None, ("apart", (0, 64, 4, 2), (64, 64, 4, 2)), None),
     ("fused 64/8/2", None, (64, 8, 2), None),
-    ("fused 64/8/4", None, (64, 8, 4), None),
-    ("fused 64/4/1", None, (64, 4, 1), None),
-    ("fused 64/4/3", None, (64, 4, 3), None),
+    ("fused 64/4/2", None, (64, 4, 2), None),
     ("walks never split", None, None, 0),
-    ("walks split up to 64 programs", None, None, 64),
 ]
 BAD = 2e-2
 
@@ -83,8 +85,11 @@ def with_config(walks, dqk, fn, seg=None):
         BT, state, qcfg, dv_cfg, fb = base(K, V, dtype)
         if walks is not None:
             state = walks
+        full = max(64, 1 << (K - 1).bit_length())
         if dqk == "apart":
             qcfg, dv_cfg = (64, 64, 8, 2), (64, 64, 4, 2)
+        elif isinstance(dqk, tuple) and dqk[0] == "apart":
+            qcfg, dv_cfg = (dqk[1][0] or full, *dqk[1][1:]), dqk[2]
         elif dqk is not None:
             qcfg, dv_cfg = (max(64, 1 << (K - 1).bit_length()), *dqk), None
         return BT, state, qcfg, dv_cfg, fb
