@@ -47,10 +47,8 @@ SHAPES = [
 CONFIGS = [
     ("current", None, None, None),
     ("apart", None, "apart", None),
-    ("apart 64/64/4/2, dv 64/64/4/2", None, ("apart", (64, 64, 4, 2), (64, 64, 4, 2)), None),
     ("apart 64/64/4/3, dv 64/64/4/3", None, ("apart", (64, 64, 4, 3), (64, 64, 4, 3)), None),
-    ("apart full K/64/8/2, dv 64/64/4/2", None, ("apart", (0, 64, 8, 2), (64, 64, 4, 2)), None),
-    ("apart full K/64/4/2, dv 64/64/4/2", None, ("apart", (0, 64, 4, 2), (64, 64, 4, 2)), None),
+    ("fused 64/8/3", None, (64, 8, 3), None),
     ("fused 64/8/2", None, (64, 8, 2), None),
     ("fused 64/4/2", None, (64, 4, 2), None),
     ("walks never split", None, None, 0),

@@ -2008,12 +2008,16 @@ def _bwd_config(K, V, dtype):
     if dtype == torch.float32:
         return BT, state, (64, 32, 4, 1), (64, 32, 4, 1), fallback
     # 16-bit blocks stay at 64 or more (see _config).
+    # On the H200 (bf16, B4 T4096 H16 K = V = 128 and B8 T2048 H32 K = V = 64, backward µs,
+    # benchmarks/chunk_gla_bwd_tune.py): K = V = 64 is fastest with dv in the dq/dk/dg pass
+    # ((BV, warps, stages) 64/4/2: 432; 64/8/2: 735; dv apart, 64/64/4/2 both: 468); K = V = 128
+    # with dv apart and four warps (64/64/4/3 both: 582; 64/64/8/2 and 64/64/4/2: 807; dv in the
+    # dq/dk/dg pass, 64/8/3: 619, 64/4/2: 1024).
     BK = max(64, next_power_of_2(K))
     if _BWD_FUSED_DV and BK <= _BWD_FUSED_MAX_K:
-        # On the H200 (bf16, backward µs, benchmarks/chunk_gla_bwd_tune.py): K = V = 128 with
-        # (BV, warps, stages) 64/8/3 618, 64/8/2 635, 64/4/2 1043, 128/8/2 957 (dv apart: 803);
-        # K = V = 64 with 64/4/2 434, 64/8/2 730 (dv apart: 672).
-        return BT, state, (BK, 64, 4, 2) if BK <= 64 else (BK, 64, 8, 3), None, fallback
+        return BT, state, (BK, 64, 4, 2), None, fallback
+    if BK == 128:
+        return BT, state, (64, 64, 4, 3), (64, 64, 4, 3), fallback
     return BT, state, (64, 64, 8, 2), (64, 64, 4, 2), fallback
 
 
@@ -2050,9 +2054,9 @@ _BWD_SEG_MAX_PROGRAMS = 32
 _BWD_STATES_FUSED = True
 # Whether a 16-bit backward with K <= _BWD_FUSED_MAX_K computes dv in the dq/dk/dg pass (one
 # program per chunk and head over all of K) instead of a separate dv pass; the benchmarks time
-# both. Beyond 128 the program's float32 dq and dk accumulators no longer fit in registers.
+# both (see _bwd_config: from K = 128 the separate pass was faster).
 _BWD_FUSED_DV = True
-_BWD_FUSED_MAX_K = 128
+_BWD_FUSED_MAX_K = 64
 
 
 def _packed(cu_seqlens, B, T, device):
@@ -2335,7 +2339,7 @@ def chunk_gla_bwd(q, k, v, g, scale: float | None, initial_state, cu_seqlens, do
     state at the start of each chunk (as the forward computes it) and the gradient of the state
     at the end of each chunk, one program per (sequence, head, state tile) walking its chunks
     forwards or backwards (the last backward step gives ``dh0``); then ``dq``, ``dk`` and ``dg``
-    from those states and the in-chunk attention: for 16-bit inputs with ``K <= 128`` one
+    from those states and the in-chunk attention: for 16-bit inputs with ``K <= 64`` one
     program per (chunk, head) that computes ``dv`` as well, otherwise one per (chunk, head,
     K block) and a fourth launch for ``dv``, one program per (chunk, head, V block). When each
     walk would have very few programs (long equal-length sequences, few heads: see
