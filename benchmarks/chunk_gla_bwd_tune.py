@@ -42,42 +42,16 @@ SHAPES = [
 ]
 # (name, state walks (BK, BV, warps, stages) or None: current, dq/dk/dg pass (BV, warps,
 # stages) with BK covering K and dv computed there, "apart": dv in its own pass (or ("apart",
-# dq/dk/dg pass config with BK 0 for all of K, dv pass config)); a last extra item: the dq/dk/dg
-# pass's launches (_BWD_DQK_PARTS), or None:
+# dq/dk/dg pass config with BK 0 for all of K, dv pass config)), or None:
 # current, largest walk that splits into segments or None: current)
 CONFIGS = [
     ("current", None, None, None),
     ("apart", None, "apart", None),
     ("apart 64/64/4/3, dv 64/64/4/3", None, ("apart", (64, 64, 4, 3), (64, 64, 4, 3)), None),
-    (
-        "two parts, apart 64/64/4/3, dv 64/64/4/3",
-        None,
-        ("apart", (64, 64, 4, 3), (64, 64, 4, 3), 2),
-        None,
-    ),
-    (
-        "two parts, apart 64/64/4/2, dv 64/64/4/3",
-        None,
-        ("apart", (64, 64, 4, 2), (64, 64, 4, 3), 2),
-        None,
-    ),
-    (
-        "two parts, apart full K/64/4/3, dv 64/64/4/3",
-        None,
-        ("apart", (0, 64, 4, 3), (64, 64, 4, 3), 2),
-        None,
-    ),
-    (
-        "two parts, apart full K/64/8/2, dv 64/64/4/3",
-        None,
-        ("apart", (0, 64, 8, 2), (64, 64, 4, 3), 2),
-        None,
-    ),
-    ("fused 64/4/2", None, (64, 4, 2), None),
-    ("two parts, fused 64/4/2", None, (64, 4, 2, 2), None),
-    ("two parts, fused 64/4/3", None, (64, 4, 3, 2), None),
-    ("two parts, fused 64/8/2", None, (64, 8, 2, 2), None),
     ("fused 64/8/3", None, (64, 8, 3), None),
+    ("fused 64/8/2", None, (64, 8, 2), None),
+    ("fused 64/4/2", None, (64, 4, 2), None),
+    ("walks never split", None, None, 0),
 ]
 BAD = 2e-2
 
@@ -102,12 +76,8 @@ def with_config(walks, dqk, fn, seg=None):
     """Runs fn with the backward's configs replaced (None keeps the current one)."""
     base = mod._bwd_config
     base_seg = mod._BWD_SEG_MAX_PROGRAMS
-    base_parts = mod._BWD_DQK_PARTS
     if seg is not None:
         mod._BWD_SEG_MAX_PROGRAMS = seg
-    if isinstance(dqk, tuple) and len(dqk) == 4:
-        mod._BWD_DQK_PARTS = dqk[-1]
-        dqk = dqk[:-1]
 
     def patched(K, V, dtype):
         BT, state, qcfg, dv_cfg, fb = base(K, V, dtype)
@@ -128,7 +98,6 @@ def with_config(walks, dqk, fn, seg=None):
     finally:
         mod._bwd_config = base
         mod._BWD_SEG_MAX_PROGRAMS = base_seg
-        mod._BWD_DQK_PARTS = base_parts
 
 
 def rel(a, r):

@@ -1707,7 +1707,6 @@ def _gla_bwd_dqk_kernel(
     USE_CU: tl.constexpr,
     FUSE_DV: tl.constexpr,
     SPLIT: tl.constexpr,
-    PART: tl.constexpr,
     MODE: tl.constexpr,
 ):
     # Grid (K blocks x state slots, H), K blocks fastest. Each program computes one chunk's
@@ -1730,10 +1729,6 @@ def _gla_bwd_dqk_kernel(
     #
     # SPLIT (state walks split into segments, _gla_bwd_states_seg_kernel): h[slot] and dh[slot]
     # hold the segment's own parts; the carried ones are added here, decayed by dch and ddch.
-    #
-    # PART 1 and PART 2 (two launches, in that order; PART 0 does both): the dq side (dq, the
-    # q terms of dg and the <h, dh> term, stored) and the dk side (dk, dv with FUSE_DV, the k
-    # terms of dg, added to what PART 1 stored), each with about half the accumulators.
     NK: tl.constexpr = (K + BK - 1) // BK
     tl.static_assert(not FUSE_DV or NK == 1)
     DT = q.dtype.element_ty
@@ -1744,24 +1739,20 @@ def _gla_bwd_dqk_kernel(
     o_k = i_k * BK + tl.arange(0, BK)
     m_k = o_k < K
     i_b, bos, eos, i_c, live, ordered = _slot_chunk(cu, flag, i_s, T, N, NT, BT, USE_CU)
-    DO_Q: tl.constexpr = PART != 2
-    DO_K: tl.constexpr = PART != 1
     if USE_CU:
         r, m_z = _slot_uncovered(cu, ordered, i_s, N, T, o_t, BT)
         p_z = (r[:, None] * H + i_h) * K + o_k[None, :]
         m_zk = m_z[:, None] & m_k[None, :]
-        if DO_Q:
-            tl.store(dq + p_z, tl.zeros([BT, BK], dtype=dq.dtype.element_ty), mask=m_zk)
-            if i_k == 0:
-                tl.store(dg + r * H + i_h, tl.zeros([BT], dtype=tl.float32), mask=m_z)
-        if DO_K:
-            tl.store(dk + p_z, tl.zeros([BT, BK], dtype=dk.dtype.element_ty), mask=m_zk)
-            if FUSE_DV:
-                for i_z in tl.static_range(0, (V + BV - 1) // BV):
-                    o_zv = i_z * BV + tl.arange(0, BV)
-                    p_zv = (r[:, None] * H + i_h) * V + o_zv[None, :]
-                    b_zv = tl.zeros([BT, BV], dtype=dv.dtype.element_ty)
-                    tl.store(dv + p_zv, b_zv, mask=m_z[:, None] & (o_zv < V)[None, :])
+        tl.store(dq + p_z, tl.zeros([BT, BK], dtype=dq.dtype.element_ty), mask=m_zk)
+        tl.store(dk + p_z, tl.zeros([BT, BK], dtype=dk.dtype.element_ty), mask=m_zk)
+        if i_k == 0:
+            tl.store(dg + r * H + i_h, tl.zeros([BT], dtype=tl.float32), mask=m_z)
+        if FUSE_DV:
+            for i_z in tl.static_range(0, (V + BV - 1) // BV):
+                o_zv = i_z * BV + tl.arange(0, BV)
+                p_zv = (r[:, None] * H + i_h) * V + o_zv[None, :]
+                b_zv = tl.zeros([BT, BV], dtype=dv.dtype.element_ty)
+                tl.store(dv + p_zv, b_zv, mask=m_z[:, None] & (o_zv < V)[None, :])
 
     if live:
         t, m_t = _chunk_tokens(bos, eos, i_c, o_t, BT)
@@ -1781,8 +1772,7 @@ def _gla_bwd_dqk_kernel(
         # G is 0 and the exponent unbounded)
         both = m_t[:, None] & m_t[None, :]
         causal = (o_t[:, None] >= o_t[None, :]) & both
-        FUSED: tl.constexpr = FUSE_DV and DO_K
-        if FUSED:
+        if FUSE_DV:
             b_q = tl.load(p_q, mask=m_tk, other=0.0)
             b_k = tl.load(p_k, mask=m_tk, other=0.0)
             b_qk = _dot(b_q, tl.trans(b_k), DT, MODE)
@@ -1792,11 +1782,9 @@ def _gla_bwd_dqk_kernel(
                 b_k.to(tl.float32) * tl.where(m_t, tl.exp(b_GL - b_G), 0.0)[:, None], DT, MODE
             )
         b_dA = tl.zeros([BT, BT], dtype=tl.float32)
-        if DO_Q:
-            b_dqs = tl.zeros([BT, BK], dtype=tl.float32)
-            b_hdh = tl.zeros([BK], dtype=tl.float32)
-        if DO_K:
-            b_dks = tl.zeros([BT, BK], dtype=tl.float32)
+        b_dqs = tl.zeros([BT, BK], dtype=tl.float32)
+        b_dks = tl.zeros([BT, BK], dtype=tl.float32)
+        b_hdh = tl.zeros([BK], dtype=tl.float32)
         for i_v in range(0, (V + BV - 1) // BV):
             o_v = i_v * BV + tl.arange(0, BV)
             m_v = o_v < V
@@ -1806,60 +1794,57 @@ def _gla_bwd_dqk_kernel(
             p_do = _head_ptr(do, i_b, i_h, s_db, s_dh, o_v, s_dv) + t[:, None] * s_dt
             b_v = tl.load(p_v, mask=m_tv, other=0.0)
             b_do = tl.load(p_do, mask=m_tv, other=0.0)
+            b_h = tl.load(h + p_s + o_v[None, :], mask=m_s, other=0.0)
             b_dh = tl.load(dh + p_s + o_v[None, :], mask=m_s, other=0.0)
             if SPLIT:
+                b_S = tl.load(hstart + p_ss + o_v[None, :], mask=m_s, other=0.0)
                 b_dS = tl.load(dhend + p_ss + o_v[None, :], mask=m_s, other=0.0)
+                b_h = (b_h.to(tl.float32) + b_d * b_S).to(h.dtype.element_ty)
                 b_dh = (b_dh.to(tl.float32) + b_dd * b_dS).to(dh.dtype.element_ty)
             b_dA += _dot(b_do, tl.trans(b_v), DT, MODE)
-            if DO_Q:
-                b_h = tl.load(h + p_s + o_v[None, :], mask=m_s, other=0.0)
-                if SPLIT:
-                    b_S = tl.load(hstart + p_ss + o_v[None, :], mask=m_s, other=0.0)
-                    b_h = (b_h.to(tl.float32) + b_d * b_S).to(h.dtype.element_ty)
-                b_dqs += _dot(b_do, tl.trans(b_h), DT, MODE)
-                b_hdh += tl.sum(b_h.to(tl.float32) * b_dh.to(tl.float32), axis=1)
-            if DO_K:
-                b_dks += _dot(b_v, tl.trans(b_dh), DT, MODE)
-            if FUSED:
+            b_dqs += _dot(b_do, tl.trans(b_h), DT, MODE)
+            b_dks += _dot(b_v, tl.trans(b_dh), DT, MODE)
+            b_hdh += tl.sum(b_h.to(tl.float32) * b_dh.to(tl.float32), axis=1)
+            if FUSE_DV:
                 b_dv = _dot(b_AtD, b_do, DT, MODE) + _dot(b_kd, b_dh, DT, MODE)
                 p_dv = dv + (row[:, None] * H + i_h) * V + o_v[None, :]
                 tl.store(p_dv, _cast(b_dv, dv.dtype.element_ty, MODE), mask=m_tv)
 
-        if not FUSED:
+        if not FUSE_DV:
             b_q = tl.load(p_q, mask=m_tk, other=0.0)
             b_k = tl.load(p_k, mask=m_tk, other=0.0)
             b_qk = _dot(b_q, tl.trans(b_k), DT, MODE)
             b_D = tl.exp(tl.where(causal, b_G[:, None] - b_G[None, :], float("-inf"))) * scale
         b_dA = b_dA * b_D
-        p_out = (row[:, None] * H + i_h) * K + o_k[None, :]
-        b_dg = tl.zeros([BT], dtype=tl.float32)
-        if DO_Q:
-            b_dqs = b_dqs * (tl.exp(b_G) * scale)[:, None]
-            b_dq = _dot(b_dA, b_k, DT, MODE) + b_dqs
-            tl.store(dq + p_out, _cast(b_dq, dq.dtype.element_ty, MODE), mask=m_tk)
-            # In-chunk part of q.dq - k.dk taken pairwise: query i gains and key j loses
-            # P[i, j] = dA[i, j] * (q_i . k_j); the diagonal cancels exactly.
-            strict = (o_t[:, None] > o_t[None, :]) & both
-            b_P = tl.where(strict, b_dA * b_qk, 0.0)
-            b_gq = tl.sum(b_P, axis=1) - tl.sum(b_P, axis=0)
-            b_gq += tl.sum(b_q.to(tl.float32) * b_dqs, axis=1)
-            b_last = tl.sum(b_hdh, axis=0) * tl.exp(b_GL)
-            b_dg += tl.sum(b_gq, axis=0) - tl.cumsum(b_gq, axis=0) + b_gq + b_last
-        if DO_K:
-            b_dks = b_dks * tl.where(m_t, tl.exp(b_GL - b_G), 0.0)[:, None]
-            b_dk = _dot(tl.trans(b_dA), b_q, DT, MODE) + b_dks
-            tl.store(dk + p_out, _cast(b_dk, dk.dtype.element_ty, MODE), mask=m_tk)
-            b_gk = tl.sum(b_k.to(tl.float32) * b_dks, axis=1)
-            b_dg += tl.cumsum(b_gk, axis=0) - b_gk
+        b_dqs = b_dqs * (tl.exp(b_G) * scale)[:, None]
+        b_dks = b_dks * tl.where(m_t, tl.exp(b_GL - b_G), 0.0)[:, None]
+        b_dq = _dot(b_dA, b_k, DT, MODE) + b_dqs
+        b_dk = _dot(tl.trans(b_dA), b_q, DT, MODE) + b_dks
 
+        # In-chunk part of q.dq - k.dk taken pairwise: query i gains and key j loses
+        # P[i, j] = dA[i, j] * (q_i . k_j); the diagonal cancels exactly.
+        strict = (o_t[:, None] > o_t[None, :]) & both
+        b_P = tl.where(strict, b_dA * b_qk, 0.0)
+        b_gq = tl.sum(b_P, axis=1) - tl.sum(b_P, axis=0)
+        b_gq += tl.sum(b_q.to(tl.float32) * b_dqs, axis=1)
+        b_gk = tl.sum(b_k.to(tl.float32) * b_dks, axis=1)
+        b_last = tl.sum(b_hdh, axis=0) * tl.exp(b_GL)
+        b_dg = (
+            tl.sum(b_gq, axis=0)
+            - tl.cumsum(b_gq, axis=0)
+            + b_gq
+            + tl.cumsum(b_gk, axis=0)
+            - b_gk
+            + b_last
+        )
+
+        p_out = (row[:, None] * H + i_h) * K + o_k[None, :]
+        tl.store(dq + p_out, _cast(b_dq, dq.dtype.element_ty, MODE), mask=m_tk)
+        tl.store(dk + p_out, _cast(b_dk, dk.dtype.element_ty, MODE), mask=m_tk)
         if NK == 1:
-            p_dg = dg + row * H + i_h
+            tl.store(dg + row * H + i_h, b_dg, mask=m_t)
         else:
-            p_dg = dg_part + (i_k * NTOK + row) * H + i_h
-        if PART == 2:
-            # This program's own rows, which PART 1 stored in the launch before.
-            b_dg += tl.load(p_dg, mask=m_t, other=0.0)
-        tl.store(p_dg, b_dg, mask=m_t)
+            tl.store(dg_part + (i_k * NTOK + row) * H + i_h, b_dg, mask=m_t)
 
 
 @triton.jit
@@ -2072,9 +2057,6 @@ _BWD_STATES_FUSED = True
 # both (see _bwd_config: from K = 128 the separate pass was faster).
 _BWD_FUSED_DV = True
 _BWD_FUSED_MAX_K = 64
-# Whether the dq/dk/dg pass runs as two launches, its dq side then its dk side, each program
-# with about half the accumulators (2), or as one (1).
-_BWD_DQK_PARTS = 1
 
 
 def _packed(cu_seqlens, B, T, device):
@@ -2604,52 +2586,49 @@ def chunk_gla_bwd(q, k, v, g, scale: float | None, initial_state, cu_seqlens, do
             num_warps=hw,
             num_stages=hs,
         )
-    # The dq/dk/dg pass in one launch, or its dq side and then its dk side (see the kernel).
-    for part in (1, 2) if _BWD_DQK_PARTS == 2 else (0,):
-        launchable(_gla_bwd_dqk_kernel, dv)[(NKG * NS, H)](
-            q,
-            k,
-            v,
-            gc,
-            h,
-            dh,
-            do,
-            dq,
-            dk,
-            dv,
-            dg,
-            dg_part,
-            cu,
-            flag,
-            hstart,
-            dch,
-            dhend,
-            ddch,
-            float(scale),
-            T,
-            H,
-            N,
-            NT,
-            NTOK,
-            cps,
-            nseg,
-            *q_s,
-            *k_s,
-            *v_s,
-            *do_s,
-            K=K,
-            V=V,
-            BT=BT,
-            BK=qk,
-            BV=qv,
-            USE_CU=use_cu,
-            FUSE_DV=fuse_dv,
-            SPLIT=nseg > 1,
-            PART=part,
-            MODE=mode,
-            num_warps=qw,
-            num_stages=qs,
-        )
+    launchable(_gla_bwd_dqk_kernel, dv)[(NKG * NS, H)](
+        q,
+        k,
+        v,
+        gc,
+        h,
+        dh,
+        do,
+        dq,
+        dk,
+        dv,
+        dg,
+        dg_part,
+        cu,
+        flag,
+        hstart,
+        dch,
+        dhend,
+        ddch,
+        float(scale),
+        T,
+        H,
+        N,
+        NT,
+        NTOK,
+        cps,
+        nseg,
+        *q_s,
+        *k_s,
+        *v_s,
+        *do_s,
+        K=K,
+        V=V,
+        BT=BT,
+        BK=qk,
+        BV=qv,
+        USE_CU=use_cu,
+        FUSE_DV=fuse_dv,
+        SPLIT=nseg > 1,
+        MODE=mode,
+        num_warps=qw,
+        num_stages=qs,
+    )
     if not fuse_dv:
         split = (dhend, ddch, cps, nseg)
         _bwd_dv(
