@@ -2045,8 +2045,8 @@ def _segments(programs: int, chunks: int, max_programs: int | None = None) -> in
 
 
 # The backward splits its two state walks likewise (_gla_bwd_states_seg_kernel), where each walk
-# alone has at most _BWD_SEG_MAX_PROGRAMS programs; the dq/dk/dg pass then adds each segment's
-# carried state and gradient (_gla_bwd_dqk_kernel).
+# alone has at most _BWD_SEG_MAX_PROGRAMS programs; the dq/dk/dg and dv passes then add each
+# segment's carried state and gradient (_gla_bwd_dqk_kernel, _gla_bwd_dv_kernel).
 _BWD_SEG_MAX_PROGRAMS = 32
 
 # Whether the backward runs its two state walks in one launch (_gla_bwd_states_kernel) rather
