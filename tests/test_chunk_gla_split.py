@@ -148,3 +148,26 @@ def test_backward_splits_only_where_each_walk_has_few_programs():
     assert C._segments(64, 32768 // 64, mx) == 1
     assert C._segments(256, 4096 // 64, mx) == 1
     assert C._segments(mx + 1, 10_000, mx) == 1
+
+
+def test_public_op_splits_a_long_sequence_without_lowered_thresholds(monkeypatch):
+    # One sequence of 16 chunks with one head: both the forward's state pass and the backward's
+    # walks split into 2 segments at the shipped thresholds. Through the generated operator
+    # (dispatcher, autograd.Function) the gradients match float64 autograd of the reference.
+    import attnops
+
+    B, T, H, K, V = 1, 1024, 1, 16, 16
+    q, k, v, g, init = _inputs(B, T, H, K, V, torch.float32, True)
+    calls = []
+    monkeypatch.setattr(C, "_segments", lambda *a, f=C._segments: calls.append(f(*a)) or calls[-1])
+    leaves = [x.detach().requires_grad_() for x in (q, k, v, g, init)]
+    out = attnops.chunk_gla(*leaves[:4], initial_state=leaves[4], output_final_state=True)
+    gen = torch.Generator().manual_seed(3)
+    do = torch.randn(B, T, H, V, generator=gen).to(DEVICE)
+    dht = torch.randn(B, H, K, V, generator=gen).to(DEVICE)
+    ((out.output * do).sum() + (out.final_state * dht).sum()).backward()
+    assert calls == [2, 2], "the forward and the backward did not both split"
+    want = _ref_grads(q, k, v, g, init, do, dht)
+    for name, x, w in zip(("dq", "dk", "dv", "dg", "dh0"), leaves, want, strict=True):
+        err = (x.grad.double() - w).abs().max().item()
+        assert err <= 1e-4 * w.abs().max().item(), f"{name}: {err}"
