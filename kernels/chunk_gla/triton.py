@@ -423,13 +423,13 @@ def _hseg(
     MODE: tl.constexpr,
 ):
     # The state pass of a long sequence split into segments of CPS chunks (equal-length
-    # sequences only). Grid (sequences x heads x segments x state tiles,), tiles fastest. Each
-    # program walks the chunks of its segment from a zero state, storing into h[slot] the state
+    # sequences only); pid over (sequences x heads x segments x state tiles), tiles fastest.
+    # Each program walks the chunks of its segment from a zero state, storing into h[slot] the state
     # at each chunk's start that the segment's own tokens give; into dch[slot, head] the decay
     # exp(sum of g) from the segment's start to the chunk's start; and, at the end, the
     # segment's own end state into hend and its total log-decay into gseg.
-    # _gla_fwd_hcomb_kernel then carries the states across segments, and the output pass adds
-    # each segment's start state, decayed, to h[slot]: the decay is a scalar per head, so
+    # _hcomb then carries the states across segments, and the passes that read h[slot] add
+    # each segment's start state, decayed: the decay is a scalar per head, so
     # S(chunk start) = h[slot] + dch[slot] * S(segment start).
     NV = (V + BV - 1) // BV
     NKV = (K + BK - 1) // BK * NV
@@ -558,9 +558,9 @@ def _hcomb(
     USE_H0: tl.constexpr,
     STORE_HT: tl.constexpr,
 ):
-    # Grid (sequences x heads x state tiles,): the state at the start of each segment, from
-    # the initial state and the segments' own end states and log-decays
-    # (_gla_fwd_hseg_kernel), and the final state.
+    # pid over (sequences x heads x state tiles): the state at the start of each segment, from
+    # the initial state and the segments' own end states and log-decays (_hseg), and the
+    # final state.
     NV = (V + BV - 1) // BV
     NKV = (K + BK - 1) // BK * NV
     i_kv = pid % NKV
