@@ -22,24 +22,13 @@ import time
 from pathlib import Path
 
 import torch
-import torch.nn.functional as F
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "benchmarks"))
 from _timing import graph_us  # noqa: E402
+from chunk_gla_fwd_tune import BAD, SHAPES, label, mod, rel_err  # noqa: E402
+from chunk_gla_fwd_tune import inputs as fwd_inputs  # noqa: E402
 
-try:
-    from attnops_kernels.chunk_gla import triton as mod
-except ImportError:
-    sys.path.insert(0, str(ROOT))
-    from kernels.chunk_gla import triton as mod
-
-SHAPES = [
-    (4, 4096, 16, 128, 128),
-    (8, 2048, 32, 64, 64),
-    (1, 32768, 16, 128, 128),
-    (1, 8192, 4, 128, 128),
-]
 # (name, state walks (BK, BV, warps, stages) or None: current, dq/dk/dg pass (BV, warps,
 # stages) with BK covering K and dv computed there, "apart": dv in its own pass (or ("apart",
 # dq/dk/dg pass config with BK 0 for all of K, dv pass config)), or None:
@@ -53,23 +42,13 @@ CONFIGS = [
     ("fused 64/4/2", None, (64, 4, 2), None),
     ("walks never split", None, None, 0),
 ]
-BAD = 2e-2
-
-
-def label(shape):
-    return "B{} T{} H{} K{} V{}".format(*shape)
 
 
 def inputs(shape, seed=0):
-    B, T, H, K, V = shape
-    gen = torch.Generator(device="cuda").manual_seed(seed)
-
-    def rnd(*s, dt=torch.bfloat16):
-        return torch.randn(*s, device="cuda", generator=gen).to(dt)
-
-    q, k, v, do = rnd(B, T, H, K), rnd(B, T, H, K), rnd(B, T, H, V), rnd(B, T, H, V)
-    g = F.logsigmoid(rnd(B, T, H, dt=torch.float32))
-    return q, k, v, g, do
+    """The forward tuning's inputs (bf16, g = logsigmoid(randn)) and an output gradient."""
+    q, k, v, g = fwd_inputs(shape, seed=seed)
+    gen = torch.Generator(device="cuda").manual_seed(seed + 1)
+    return q, k, v, g, torch.randn(v.shape, device="cuda", generator=gen).to(v.dtype)
 
 
 def with_config(walks, dqk, fn, seg=None):
@@ -98,13 +77,6 @@ def with_config(walks, dqk, fn, seg=None):
     finally:
         mod._bwd_config = base
         mod._BWD_SEG_MAX_PROGRAMS = base_seg
-
-
-def rel(a, r):
-    a = a.float()
-    if not torch.isfinite(a).all():
-        return math.inf
-    return ((a - r.float()).abs().max() / r.float().abs().max().clamp_min(1e-6)).item()
 
 
 def profile(fn, calls=10):
@@ -150,7 +122,7 @@ def main():
         for cname, walks, dqk, seg in CONFIGS:
             try:
                 out = with_config(walks, dqk, bwd, seg)
-                err = max(rel(x, r) for x, r in zip(out, ref, strict=True))
+                err = max(rel_err(x, r.float()) for x, r in zip(out, ref, strict=True))
                 del out
                 t = with_config(walks, dqk, lambda: graph_us(bwd), seg)
             except Exception as e:  # noqa: BLE001 - a config that fails to compile is reported

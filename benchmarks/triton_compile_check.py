@@ -16,7 +16,10 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
+import subprocess
 import sys
+import tempfile
 import time
 import traceback
 from pathlib import Path
@@ -47,10 +50,6 @@ SHARED_LIMIT = {80: 166912, 86: 101376, 89: 101376, 90: 232448, 100: 232448}
 def resources(compiled) -> str:
     """Registers, stack (spills) and shared memory of a compiled kernel, as cuobjdump reports
     them from its cubin."""
-    import re
-    import subprocess
-    import tempfile
-
     tool = Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / "cuobjdump"
     with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
         f.write(compiled.asm["cubin"])
