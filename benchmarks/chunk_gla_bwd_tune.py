@@ -2,7 +2,7 @@
 GPU time of each of its kernels.
 
     PYTHONPATH=<site with attnops_kernels>:. python benchmarks/chunk_gla_bwd_tune.py \\
-        [--only TEXT] [--deadline S]
+        [--only TEXT] [--config TEXT] [--deadline S]
 
 For each shape of the suite (bf16, ``g = logsigmoid(randn)``, no states): the GPU time of the
 forward and of the backward by CUDA-graph replay, with the current configs and with each
@@ -30,18 +30,33 @@ from chunk_gla_fwd_tune import BAD, SHAPES, label, mod, rel_err  # noqa: E402
 from chunk_gla_fwd_tune import inputs as fwd_inputs  # noqa: E402
 
 # (name, state walks (BK, BV, warps, stages) or None: current, dq/dk/dg pass (BV, warps,
-# stages) with BK covering K and dv computed there, "apart": dv in its own pass (or ("apart",
-# dq/dk/dg pass config with BK 0 for all of K, dv pass config)), or None:
-# current, largest walk that splits into segments or None: current)
+# stages[, programs per SM]) with BK covering K and dv computed there, "apart": dv in its own pass
+# (or ("apart", dq/dk/dg pass config with BK 0 for all of K, dv pass config), each config
+# (BK, BV, warps, stages[, programs per SM])), or None: current, largest walk that splits into
+# segments or None: current). Programs per SM: a persistent grid (Note [persistent passes] in
+# the kernels); left out or 0, one program per item.
 CONFIGS = [
     ("current", None, None, None),
-    ("apart", None, "apart", None),
     ("apart 64/64/4/3, dv 64/64/4/3", None, ("apart", (64, 64, 4, 3), (64, 64, 4, 3)), None),
-    ("fused 64/8/3", None, (64, 8, 3), None),
-    ("fused 64/8/2", None, (64, 8, 2), None),
+    ("apart 64/64/4/3, dv 128/64/4/2", None, ("apart", (64, 64, 4, 3), (128, 64, 4, 2)), None),
+    ("apart 64/64/4/3, dv 128/64/4/2 x1", None, ("apart", (64, 64, 4, 3), (128, 64, 4, 2, 1)), None),
+    ("apart 64/64/4/3, dv 128/64/4/3 x1", None, ("apart", (64, 64, 4, 3), (128, 64, 4, 3, 1)), None),
+    ("apart 64/64/4/3, dv 128/64/8/2 x1", None, ("apart", (64, 64, 4, 3), (128, 64, 8, 2, 1)), None),
+    ("apart 0/64/8/2, dv 128/64/4/2 x1", None, ("apart", (0, 64, 8, 2), (128, 64, 4, 2, 1)), None),
+    ("apart 64/128/4/2 x1, dv 128/64/4/2 x1", None, ("apart", (64, 128, 4, 2, 1), (128, 64, 4, 2, 1)), None),
+    ("apart 64/64/4/3 x2, dv 64/64/4/3 x2", None, ("apart", (64, 64, 4, 3, 2), (64, 64, 4, 3, 2)), None),
     ("fused 64/4/2", None, (64, 4, 2), None),
+    ("fused 64/4/2 x2", None, (64, 4, 2, 2), None),
+    ("fused 64/4/2 x1", None, (64, 4, 2, 1), None),
+    ("fused 64/4/3 x1", None, (64, 4, 3, 1), None),
+    ("fused 64/8/2 x1", None, (64, 8, 2, 1), None),
     ("walks never split", None, None, 0),
-]
+]  # fmt: skip
+
+
+def _five(cfg):
+    # A pass config with its programs per SM (0 when left out).
+    return (*cfg, 0) if len(cfg) == 4 else tuple(cfg)
 
 
 def inputs(shape, seed=0):
@@ -64,11 +79,11 @@ def with_config(walks, dqk, fn, seg=None):
             state = walks
         full = max(64, 1 << (K - 1).bit_length())
         if dqk == "apart":
-            qcfg, dv_cfg = (64, 64, 8, 2), (64, 64, 4, 2)
+            qcfg, dv_cfg = (64, 64, 8, 2, 0), (64, 64, 4, 2, 0)
         elif isinstance(dqk, tuple) and dqk[0] == "apart":
-            qcfg, dv_cfg = (dqk[1][0] or full, *dqk[1][1:]), dqk[2]
+            qcfg, dv_cfg = _five((dqk[1][0] or full, *dqk[1][1:])), _five(dqk[2])
         elif dqk is not None:
-            qcfg, dv_cfg = (max(64, 1 << (K - 1).bit_length()), *dqk), None
+            qcfg, dv_cfg = _five((full, *dqk)), None
         return BT, state, qcfg, dv_cfg, fb
 
     mod._bwd_config = patched
@@ -100,6 +115,9 @@ def profile(fn, calls=10):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--only", action="append", help="the shapes whose label has TEXT")
+    ap.add_argument(
+        "--config", action="append", help="the configs whose name has TEXT (and current)"
+    )
     ap.add_argument("--deadline", type=float, default=1e9, help="stop starting shapes after S s")
     args = ap.parse_args()
     t0 = time.monotonic()
@@ -120,6 +138,8 @@ def main():
         t_f = graph_us(lambda a=a: mod.chunk_gla_fwd(*a, False))
         ref = with_config(None, "apart", bwd, seg=0)
         for cname, walks, dqk, seg in CONFIGS:
+            if args.config and cname != "current" and not any(c in cname for c in args.config):
+                continue
             try:
                 out = with_config(walks, dqk, bwd, seg)
                 err = max(rel_err(x, r.float()) for x, r in zip(out, ref, strict=True))

@@ -1699,6 +1699,187 @@ def _gla_bwd_dqk_kernel(
     s_dt,
     s_dh,
     s_dv,
+    NKS,
+    K: tl.constexpr,
+    V: tl.constexpr,
+    BT: tl.constexpr,
+    BK: tl.constexpr,
+    BV: tl.constexpr,
+    USE_CU: tl.constexpr,
+    FUSE_DV: tl.constexpr,
+    SPLIT: tl.constexpr,
+    MODE: tl.constexpr,
+    PERSIST: tl.constexpr,
+):
+    # One program per item (K block and state slot, head): grid (K blocks x slots, H); or, with
+    # PERSIST, a fixed number of programs that take the NKS * H items in turn (item it: K block
+    # and slot it % NKS, head it // NKS), so that the compiler pipelines the next item's loads
+    # behind this item's products (Note [persistent passes]).
+    NK: tl.constexpr = (K + BK - 1) // BK
+    if PERSIST:
+        for it in tl.range(tl.program_id(0), NKS * H, tl.num_programs(0)):
+            _gla_bwd_dqk_item(
+                it % NKS % NK,
+                it % NKS // NK,
+                it // NKS,
+                q,
+                k,
+                v,
+                gc,
+                h,
+                dh,
+                do,
+                dq,
+                dk,
+                dv,
+                dg,
+                dg_part,
+                cu,
+                flag,
+                hstart,
+                dch,
+                dhend,
+                ddch,
+                scale,
+                T,
+                H,
+                N,
+                NT,
+                NTOK,
+                CPS,
+                NSEG,
+                s_qb,
+                s_qt,
+                s_qh,
+                s_qk,
+                s_kb,
+                s_kt,
+                s_kh,
+                s_kk,
+                s_vb,
+                s_vt,
+                s_vh,
+                s_vv,
+                s_db,
+                s_dt,
+                s_dh,
+                s_dv,
+                K,
+                V,
+                BT,
+                BK,
+                BV,
+                USE_CU,
+                FUSE_DV,
+                SPLIT,
+                MODE,
+            )
+    else:
+        _gla_bwd_dqk_item(
+            tl.program_id(0) % NK,
+            tl.program_id(0) // NK,
+            tl.program_id(1),
+            q,
+            k,
+            v,
+            gc,
+            h,
+            dh,
+            do,
+            dq,
+            dk,
+            dv,
+            dg,
+            dg_part,
+            cu,
+            flag,
+            hstart,
+            dch,
+            dhend,
+            ddch,
+            scale,
+            T,
+            H,
+            N,
+            NT,
+            NTOK,
+            CPS,
+            NSEG,
+            s_qb,
+            s_qt,
+            s_qh,
+            s_qk,
+            s_kb,
+            s_kt,
+            s_kh,
+            s_kk,
+            s_vb,
+            s_vt,
+            s_vh,
+            s_vv,
+            s_db,
+            s_dt,
+            s_dh,
+            s_dv,
+            K,
+            V,
+            BT,
+            BK,
+            BV,
+            USE_CU,
+            FUSE_DV,
+            SPLIT,
+            MODE,
+        )
+
+
+@triton.jit
+def _gla_bwd_dqk_item(
+    i_k,
+    i_s,
+    i_h,
+    q,
+    k,
+    v,
+    gc,
+    h,
+    dh,
+    do,
+    dq,
+    dk,
+    dv,
+    dg,
+    dg_part,
+    cu,
+    flag,
+    hstart,
+    dch,
+    dhend,
+    ddch,
+    scale,
+    T,
+    H,
+    N,
+    NT,
+    NTOK,
+    CPS,
+    NSEG,
+    s_qb,
+    s_qt,
+    s_qh,
+    s_qk,
+    s_kb,
+    s_kt,
+    s_kh,
+    s_kk,
+    s_vb,
+    s_vt,
+    s_vh,
+    s_vv,
+    s_db,
+    s_dt,
+    s_dh,
+    s_dv,
     K: tl.constexpr,
     V: tl.constexpr,
     BT: tl.constexpr,
@@ -1709,10 +1890,10 @@ def _gla_bwd_dqk_kernel(
     SPLIT: tl.constexpr,
     MODE: tl.constexpr,
 ):
-    # Grid (K blocks x state slots, H), K blocks fastest. Each program computes one chunk's
-    # [BT, BK] blocks of dq and dk from the state at its start h[slot], the gradient of the state
-    # at its end dh[slot] and the in-chunk attention, walking the V blocks; and the chunk's part
-    # of dg from this K block (into dg itself when there is one K block, else into
+    # One item of _gla_bwd_dqk_kernel: K block i_k of state slot i_s, head i_h. It computes one
+    # chunk's [BT, BK] blocks of dq and dk from the state at its start h[slot], the gradient of
+    # the state at its end dh[slot] and the in-chunk attention, walking the V blocks; and the
+    # chunk's part of dg from this K block (into dg itself when there is one K block, else into
     # dg_part[K block], summed by _gla_bwd_dv_kernel).
     #
     # With G the in-chunk cumulative log-decay (G_L at the chunk's last token), a token's g
@@ -1732,9 +1913,6 @@ def _gla_bwd_dqk_kernel(
     NK: tl.constexpr = (K + BK - 1) // BK
     tl.static_assert(not FUSE_DV or NK == 1)
     DT = q.dtype.element_ty
-    i_k = tl.program_id(0) % NK
-    i_s = tl.program_id(0) // NK
-    i_h = tl.program_id(1)
     o_t = tl.arange(0, BT)
     o_k = i_k * BK + tl.arange(0, BK)
     m_k = o_k < K
@@ -1881,6 +2059,156 @@ def _gla_bwd_dv_kernel(
     s_dt,
     s_dh,
     s_dv,
+    NVS,
+    K: tl.constexpr,
+    V: tl.constexpr,
+    BT: tl.constexpr,
+    BK: tl.constexpr,
+    BV: tl.constexpr,
+    NKG: tl.constexpr,
+    USE_CU: tl.constexpr,
+    SPLIT: tl.constexpr,
+    MODE: tl.constexpr,
+    PERSIST: tl.constexpr,
+):
+    # One program per item (V block and state slot, head): grid (V blocks x slots, H); or, with
+    # PERSIST, a fixed number of programs that take the NVS * H items in turn, as in
+    # _gla_bwd_dqk_kernel.
+    NV: tl.constexpr = (V + BV - 1) // BV
+    if PERSIST:
+        for it in tl.range(tl.program_id(0), NVS * H, tl.num_programs(0)):
+            _gla_bwd_dv_item(
+                it % NVS % NV,
+                it % NVS // NV,
+                it // NVS,
+                q,
+                k,
+                gc,
+                dh,
+                do,
+                dv,
+                dg,
+                dg_part,
+                cu,
+                flag,
+                dhend,
+                ddch,
+                scale,
+                T,
+                H,
+                N,
+                NT,
+                NTOK,
+                CPS,
+                NSEG,
+                s_qb,
+                s_qt,
+                s_qh,
+                s_qk,
+                s_kb,
+                s_kt,
+                s_kh,
+                s_kk,
+                s_db,
+                s_dt,
+                s_dh,
+                s_dv,
+                K,
+                V,
+                BT,
+                BK,
+                BV,
+                NKG,
+                USE_CU,
+                SPLIT,
+                MODE,
+            )
+    else:
+        _gla_bwd_dv_item(
+            tl.program_id(0) % NV,
+            tl.program_id(0) // NV,
+            tl.program_id(1),
+            q,
+            k,
+            gc,
+            dh,
+            do,
+            dv,
+            dg,
+            dg_part,
+            cu,
+            flag,
+            dhend,
+            ddch,
+            scale,
+            T,
+            H,
+            N,
+            NT,
+            NTOK,
+            CPS,
+            NSEG,
+            s_qb,
+            s_qt,
+            s_qh,
+            s_qk,
+            s_kb,
+            s_kt,
+            s_kh,
+            s_kk,
+            s_db,
+            s_dt,
+            s_dh,
+            s_dv,
+            K,
+            V,
+            BT,
+            BK,
+            BV,
+            NKG,
+            USE_CU,
+            SPLIT,
+            MODE,
+        )
+
+
+@triton.jit
+def _gla_bwd_dv_item(
+    i_v,
+    i_s,
+    i_h,
+    q,
+    k,
+    gc,
+    dh,
+    do,
+    dv,
+    dg,
+    dg_part,
+    cu,
+    flag,
+    dhend,
+    ddch,
+    scale,
+    T,
+    H,
+    N,
+    NT,
+    NTOK,
+    CPS,
+    NSEG,
+    s_qb,
+    s_qt,
+    s_qh,
+    s_qk,
+    s_kb,
+    s_kt,
+    s_kh,
+    s_kk,
+    s_db,
+    s_dt,
+    s_dh,
+    s_dv,
     K: tl.constexpr,
     V: tl.constexpr,
     BT: tl.constexpr,
@@ -1891,16 +2219,12 @@ def _gla_bwd_dv_kernel(
     SPLIT: tl.constexpr,
     MODE: tl.constexpr,
 ):
-    # Grid (V blocks x state slots, H), V blocks fastest. Each program computes one chunk's
-    # [BT, BV] block of dv = (scale * exp(G_i - G_j) q_i.k_j)^T do + (k * exp(G_L - G)) dh[slot],
-    # walking the K blocks; the programs of the first V block also sum the NKG partial dg of
+    # One item of _gla_bwd_dv_kernel: V block i_v of state slot i_s, head i_h. It computes one
+    # chunk's [BT, BV] block of dv = (scale * exp(G_i - G_j) q_i.k_j)^T do + (k * exp(G_L - G)) dh[slot],
+    # walking the K blocks; the items of the first V block also sum the NKG partial dg of
     # _gla_bwd_dqk_kernel when there are several. SPLIT: dh[slot] holds the segment's own part,
     # as in _gla_bwd_dqk_kernel.
-    NV = (V + BV - 1) // BV
     DT = q.dtype.element_ty
-    i_v = tl.program_id(0) % NV
-    i_s = tl.program_id(0) // NV
-    i_h = tl.program_id(1)
     o_t = tl.arange(0, BT)
     o_v = i_v * BV + tl.arange(0, BV)
     m_v = o_v < V
@@ -2001,12 +2325,14 @@ def _fwd_config(K, V, dtype):
 def _bwd_config(K, V, dtype):
     """Backward launch configs: (chunk size BT, then each as (BK, BV, num_warps, num_stages): the
     two state walks (the forward's state pass recomputing the chunk states and the reverse one),
-    the dq/dk/dg pass, the dv pass, and the sequential fallback kernels). When the dq/dk/dg
-    pass's BK covers K, it computes dv as well and the dv pass is not launched."""
+    the dq/dk/dg pass and the dv pass, each with a fifth entry (programs per SM of a persistent
+    grid, Note [persistent passes]; 0: one program per item), and the sequential fallback
+    kernels). When the dq/dk/dg pass's BK covers K, it computes dv as well and the dv pass is not
+    launched."""
     BT, state, _, _ = _fwd_config(K, V, dtype)
     fallback = _config(K, V, dtype, True)
     if dtype == torch.float32:
-        return BT, state, (64, 32, 4, 1), (64, 32, 4, 1), fallback
+        return BT, state, (64, 32, 4, 1, 0), (64, 32, 4, 1, 0), fallback
     # 16-bit blocks stay at 64 or more (see _config).
     # On the H200 (bf16, B4 T4096 H16 K = V = 128 and B8 T2048 H32 K = V = 64, backward µs,
     # benchmarks/chunk_gla_bwd_tune.py): K = V = 64 is fastest with dv in the dq/dk/dg pass
@@ -2015,10 +2341,10 @@ def _bwd_config(K, V, dtype):
     # dq/dk/dg pass, 64/8/3: 619, 64/4/2: 1024).
     BK = max(64, next_power_of_2(K))
     if _BWD_FUSED_DV and BK <= _BWD_FUSED_MAX_K:
-        return BT, state, (BK, 64, 4, 2), None, fallback
+        return BT, state, (BK, 64, 4, 2, 2), None, fallback
     if BK == 128:
-        return BT, state, (64, 64, 4, 3), (64, 64, 4, 3), fallback
-    return BT, state, (64, 64, 8, 2), (64, 64, 4, 2), fallback
+        return BT, state, (64, 64, 4, 3, 0), (64, 64, 4, 3, 0), fallback
+    return BT, state, (64, 64, 8, 2, 0), (64, 64, 4, 2, 0), fallback
 
 
 # The forward's state pass walks each sequence's chunks in order, one program per (sequence,
@@ -2057,6 +2383,31 @@ _BWD_STATES_FUSED = True
 # both (see _bwd_config: from K = 128 the separate pass was faster).
 _BWD_FUSED_DV = True
 _BWD_FUSED_MAX_K = 64
+
+# Note [persistent passes]: the dq/dk/dg and dv passes do one chunk's work per item, and with one
+# program per item a program's loads wait on memory with nothing to hide them behind but the
+# few other programs its registers leave room for (one or two per SM). Where the pass's config
+# gives a number of programs per SM (_bwd_config), and without packed sequences (whose items
+# branch on the offsets), that many programs per SM instead take the items in turn; where an
+# item's work has no inner loop of several steps (one V block in the dq/dk/dg pass, one K block
+# in the dv pass), the compiler then pipelines the next item's loads into shared memory behind
+# this item's products.
+
+
+@functools.cache
+def _sm_count(device: torch.device) -> int:
+    # Streaming multiprocessors of a CUDA device; elsewhere (the interpreter) a few programs, so
+    # that each takes several items.
+    if device.type == "cuda":
+        return torch.cuda.get_device_properties(device).multi_processor_count
+    return 3
+
+
+def _items_grid(items_per_head: int, H: int, device: torch.device, per_sm: int):
+    # The grid of a pass over items_per_head * H items (Note [persistent passes]).
+    if per_sm:
+        return (per_sm * _sm_count(device),)
+    return (items_per_head, H)
 
 
 def _packed(cu_seqlens, B, T, device):
@@ -2399,7 +2750,7 @@ def chunk_gla_bwd(q, k, v, g, scale: float | None, initial_state, cu_seqlens, do
 
     if g.dtype is not torch.float32:
         g = g.to(torch.float32)
-    BT, (hk, hv, hw, hs), (qk, qv, qw, qs), dv_cfg, fb = _bwd_config(K, V, q.dtype)
+    BT, (hk, hv, hw, hs), (qk, qv, qw, qs, qp), dv_cfg, fb = _bwd_config(K, V, q.dtype)
     fuse_dv = dv_cfg is None
     mode = _mode(q.dtype)
     cu = cu_seqlens
@@ -2586,7 +2937,8 @@ def chunk_gla_bwd(q, k, v, g, scale: float | None, initial_state, cu_seqlens, do
             num_warps=hw,
             num_stages=hs,
         )
-    launchable(_gla_bwd_dqk_kernel, dv)[(NKG * NS, H)](
+    per_sm = 0 if use_cu else qp
+    launchable(_gla_bwd_dqk_kernel, dv)[_items_grid(NKG * NS, H, q.device, per_sm)](
         q,
         k,
         v,
@@ -2617,6 +2969,7 @@ def chunk_gla_bwd(q, k, v, g, scale: float | None, initial_state, cu_seqlens, do
         *k_s,
         *v_s,
         *do_s,
+        NKG * NS,
         K=K,
         V=V,
         BT=BT,
@@ -2626,6 +2979,7 @@ def chunk_gla_bwd(q, k, v, g, scale: float | None, initial_state, cu_seqlens, do
         FUSE_DV=fuse_dv,
         SPLIT=nseg > 1,
         MODE=mode,
+        PERSIST=per_sm > 0,
         num_warps=qw,
         num_stages=qs,
     )
@@ -2665,10 +3019,12 @@ def _bwd_dv(
     dhend, ddch, cps, nseg = split
     B, T, H, K = q.shape
     V = do.shape[-1]
-    vk, vv, vw, vs = cfg
+    vk, vv, vw, vs, vp = cfg
     NTOK = B * T
     q_s, k_s, do_s = q.stride(), k.stride(), do.stride()
-    launchable(_gla_bwd_dv_kernel, dv)[(cdiv(V, vv) * NS, H)](
+    per_sm = 0 if cu is not None else vp
+    NVS = cdiv(V, vv) * NS
+    launchable(_gla_bwd_dv_kernel, dv)[_items_grid(NVS, H, q.device, per_sm)](
         q,
         k,
         gc,
@@ -2692,6 +3048,7 @@ def _bwd_dv(
         *q_s,
         *k_s,
         *do_s,
+        NVS,
         K=K,
         V=V,
         BT=BT,
@@ -2701,6 +3058,7 @@ def _bwd_dv(
         USE_CU=cu is not None,
         SPLIT=nseg > 1,
         MODE=mode,
+        PERSIST=per_sm > 0,
         num_warps=vw,
         num_stages=vs,
     )

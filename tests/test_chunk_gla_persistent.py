@@ -1,0 +1,109 @@
+"""chunk_gla's backward passes on a persistent grid (kernels/chunk_gla/triton.py, Note [persistent
+passes]) give bit for bit what one program per item gives.
+
+A persistent grid has a few programs per SM that take the items (chunk, head and K or V block)
+in turn. Here the dq/dk/dg and dv passes' configs are replaced by persistent and by
+one-program-per-item versions of the same blocks, on the interpreter's three "SMs" (so every
+program takes several items, and the last round leaves some idle): dv in the dq/dk/dg pass,
+dv in its own pass with one or several K blocks, odd K and V, with an initial state and a final
+state gradient, and packed sequences (which stay on one program per item). The gradients are
+also checked against float64 autograd through the token-by-token reference.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from attnops_kernels.chunk_gla import reference
+from attnops_kernels.chunk_gla import triton as C
+
+DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
+_BWD_CONFIG = C._bwd_config
+
+
+def _inputs(B, T, H, K, V, dtype, states, N):
+    gen = torch.Generator().manual_seed(T * 10 + K + V)
+
+    def rnd(*shape):
+        return torch.randn(*shape, generator=gen).to(DEVICE)
+
+    q, k, v = rnd(B, T, H, K).to(dtype), rnd(B, T, H, K).to(dtype), rnd(B, T, H, V).to(dtype)
+    g = F.logsigmoid(rnd(B, T, H)) * 0.3
+    do = rnd(B, T, H, V).to(dtype)
+    h0 = rnd(N, H, K, V) if states else None
+    dht = rnd(N, H, K, V) if states else None
+    return q, k, v, g, h0, do, dht
+
+
+def _with_configs(monkeypatch, qcfg, dv_cfg):
+    def patched(K, V, dtype):
+        BT, state, _, _, fb = _BWD_CONFIG(K, V, dtype)
+        return BT, state, qcfg, dv_cfg, fb
+
+    monkeypatch.setattr(C, "_bwd_config", patched)
+
+
+def _grids(monkeypatch):
+    seen = []
+    grid = C._items_grid
+
+    def spy(items_per_head, H, device, per_sm):
+        out = grid(items_per_head, H, device, per_sm)
+        seen.append(len(out))
+        return out
+
+    monkeypatch.setattr(C, "_items_grid", spy)
+    return seen
+
+
+# (K, V, dtype, dq/dk/dg pass config, dv pass config or None: dv in the dq/dk/dg pass), each
+# (BK, BV, warps, stages, programs per SM) for the persistent run.
+CASES = [
+    (64, 64, torch.bfloat16, (64, 64, 4, 2, 2), None),
+    (40, 24, torch.float16, (64, 64, 4, 2, 1), None),
+    (128, 96, torch.bfloat16, (64, 64, 4, 3, 2), (128, 64, 4, 2, 1)),
+    (128, 128, torch.bfloat16, (64, 128, 4, 2, 1), (64, 64, 4, 2, 2)),
+    (80, 48, torch.float32, (64, 32, 4, 1, 2), (64, 32, 4, 1, 1)),
+]
+
+
+@pytest.mark.parametrize(("K", "V", "dtype", "qcfg", "dv_cfg"), CASES)
+@pytest.mark.parametrize("packed", [False, True])
+def test_persistent_grid_matches_one_program_per_item(
+    monkeypatch, K, V, dtype, qcfg, dv_cfg, packed
+):
+    if packed:
+        B, T, cu, N = 1, 230, torch.tensor([0, 70, 70, 230], device=DEVICE), 3
+    else:
+        B, T, cu, N = 2, 200, None, 2
+    q, k, v, g, h0, do, dht = _inputs(B, T, 2, K, V, dtype, True, N)
+    args = (q, k, v, g, None, h0, cu, do, dht)
+    grids = _grids(monkeypatch)
+    one = tuple(c[:4] + (0,) for c in (qcfg, dv_cfg) if c is not None)
+    _with_configs(monkeypatch, *(one if dv_cfg is not None else (one[0], None)))
+    want = C.chunk_gla_bwd(*args)
+    assert set(grids) == {2}
+    grids.clear()
+    _with_configs(monkeypatch, qcfg, dv_cfg)
+    got = C.chunk_gla_bwd(*args)
+    # Packed sequences keep one program per item.
+    assert set(grids) == ({2} if packed else {1})
+    for name, a, b in zip(("dq", "dk", "dv", "dg", "dh0"), got, want, strict=True):
+        assert torch.equal(a, b), name
+
+
+def test_persistent_gradients_match_float64_autograd(monkeypatch):
+    B, T, H, K, V = 2, 150, 2, 128, 96
+    q, k, v, g, h0, do, dht = _inputs(B, T, H, K, V, torch.float32, True, B)
+    _with_configs(monkeypatch, (64, 32, 4, 1, 2), (128, 32, 4, 1, 1))
+    grids = _grids(monkeypatch)
+    got = C.chunk_gla_bwd(q, k, v, g, None, h0, None, do, dht)
+    assert grids == [1, 1]
+    leaves = [x.detach().double().requires_grad_() for x in (q, k, v, g, h0)]
+    o, ht = reference.chunk_gla_ref(*leaves[:4], None, leaves[4], True, None)
+    want = torch.autograd.grad((o, ht), leaves, (do.double(), dht.double()))
+    for name, a, b in zip(("dq", "dk", "dv", "dg", "dh0"), got, want, strict=True):
+        err = (a.double() - b).abs().max().item() / max(b.abs().max().item(), 1e-30)
+        assert err < 1e-4, (name, err)
