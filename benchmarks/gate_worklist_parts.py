@@ -4,11 +4,10 @@ Run with the checkout importable as ``suite.sh`` makes it (``attnops``, ``attnop
 
     python benchmarks/gate_worklist_parts.py [--quick] [--dry-run]
 
-- ``block_mask_worklist`` at mask (8, 16, 128, 128), 30% and 70% True: synchronized time per
-  call against ``torch.nonzero``; host cost of each step (zeroed workspace, the launch that
-  counts and writes, the host read of nnz, the exact copy, and the second launch taken only when
-  nnz overflows the buffer) and GPU time of each by CUDA-graph replay, with the default row
-  chunks and with chunks of one and of four rows.
+- ``block_mask_worklist`` at mask (8, 16, 128, 128), 30% True: synchronized time per call
+  against ``torch.nonzero``; host cost of each step (count launch, the host read of nnz,
+  allocation, write launch) and GPU time of each kernel by CUDA-graph replay, with the default
+  row chunks and with chunks of one and of four rows.
 - ``gate`` at g = (4, 8192, 16, 128) bf16: GPU time of each kernel (forward; backward
   elementwise pass; sum of the partials) against a device-to-device copy of the same bytes,
   and a few other tile shapes and warp counts of the same kernels (numerics checked against
@@ -69,99 +68,90 @@ def worklist(quick: bool):
     from attnops import block_mask_worklist as public
     from attnops_kernels.block_mask_worklist import triton as W
 
+    torch.manual_seed(0)
     shape = (2, 2, 16, 16) if DRY else (8, 16, 128, 128)
+    mask = torch.rand(shape, device=DEV) < 0.3
+    m = mask.view(torch.uint8)
     B, H, QB, KB = shape
+    rows = B * H * QB
     calls, rounds = (2, 1) if DRY else (20, 3) if quick else (50, 5)
-    out = [f"## block_mask_worklist, mask {shape}"]
+    out = [f"## block_mask_worklist, mask {shape}, 30% True"]
 
-    def mask_of(density):
-        torch.manual_seed(0)
-        return torch.rand(shape, device=DEV) < density
-
-    def parts(m, tile):
+    def parts(tile):
         """Host and GPU cost of each step of the launcher with ``tile`` mask entries a chunk."""
-        saved = W._TILE
-        W._TILE = tile
-        try:
-            geo = W._geometry(m)
-        finally:
-            W._TILE = saved
-        programs = geo[0]
-        capacity = min(m.numel(), W._MAX_RECORDS)
-        ws = torch.zeros(programs + 2, dtype=torch.int64, device=DEV)
-        buf = ws.new_empty((capacity, 4), dtype=torch.int32)
+        block_kb = min(W.next_power_of_2(KB), W._MAX_BLOCK_KB)
+        block_rows = max(tile // block_kb, 1)
+        per = block_rows * W.cdiv(W.cdiv(rows, W._MAX_PROGRAMS), block_rows)
+        programs = W.cdiv(rows, per)
+        strides = m.stride()
+        counts = m.new_empty((programs,), dtype=torch.int32)
 
-        def zeros():
-            return torch.zeros(programs + 2, dtype=torch.int64, device=DEV)
+        def count():
+            W._block_count_kernel[(programs,)](
+                m, counts, rows, per, H, QB, KB, *strides,
+                BLOCK_ROWS=block_rows, BLOCK_KB=block_kb, num_warps=W._NUM_WARPS,
+            )  # fmt: skip
 
-        def first():
-            # The tickets need a zeroed workspace on every launch.
-            ws.zero_()
-            W._launch(m, ws, buf, capacity, geo, first=True)
+        count()
+        nnz = int(counts.cpu().sum())
+        res = counts.new_empty((nnz, 4))
 
-        first()
+        def write():
+            W._block_write_kernel[(programs,)](
+                m, counts, res, programs, rows, per, H, QB, KB, *strides,
+                ONE_CHUNK=KB <= block_kb, BLOCK_ROWS=block_rows, BLOCK_KB=block_kb,
+                BLOCK_P=W.next_power_of_2(programs), num_warps=W._NUM_WARPS,
+            )  # fmt: skip
+
+        write()
         sync()
-        nnz = int(ws[1])
-        exact = ws.new_empty((nnz, 4), dtype=torch.int32)
-
-        def second():
-            W._launch(m, ws, exact, nnz, geo, first=False)
-
-        second()
-        sync()
-        ref = torch.nonzero(m.bool()).int()
-        assert torch.equal(buf[:nnz], ref), "first launch differs from nonzero"
-        assert torch.equal(exact, ref), "second launch differs from nonzero"
+        assert torch.equal(res, torch.nonzero(mask).int()), "worklist differs from nonzero"
 
         def read_nnz():
-            first()
+            count()
             sync()
             start = time.perf_counter_ns()
-            int(ws[1])
+            int(counts.cpu().sum())
             return (time.perf_counter_ns() - start) / 1e3
 
         item_us = statistics.median(read_nnz() for _ in range(2 if DRY else 50))
-        zero_gpu = graph_us(lambda: ws.zero_(), calls=20)
         rows_out = [
-            ("workspace torch.zeros", host_per_call(zeros), zero_gpu),
-            ("count + write launch (after a zero_)", host_per_call(first), graph_us(first) - zero_gpu),
-            ("host read of nnz (int(ws[1]))", item_us, None),
-            ("exact copy (buf[:nnz].clone())", host_per_call(lambda: buf[:nnz].clone()),
-             graph_us(lambda: buf[:nnz].clone(), calls=20)),
-        ]  # fmt: skip
-        second_row = (
-            "second launch (nnz over the buffer)",
-            host_per_call(second),
-            graph_us(second),
-        )
-        return programs, rows_out, second_row
+            ("count launch", host_per_call(count), graph_us(count, calls=20)),
+            ("host read of nnz (counts.cpu().sum())", item_us, None),
+            ("new_empty (nnz, 4)", host_per_call(lambda: counts.new_empty((nnz, 4))), None),
+            ("write launch", host_per_call(write), graph_us(write, calls=20)),
+        ]
+        return programs, rows_out
 
-    impls = {}
-    for density in (0.3, 0.7):
-        m = mask_of(density)
-        impls[f"attnops.block_mask_worklist, {density:.0%} True"] = lambda m=m: public(m)
-        impls[f"launcher, {density:.0%} True"] = lambda m=m: W.block_mask_worklist(m)
-        impls[f"torch.nonzero, {density:.0%} True"] = lambda m=m: torch.nonzero(m)
-    for m in (mask_of(0.3), mask_of(0.7)):
-        res = public(m).coords
-        assert torch.equal(res, torch.nonzero(m).int()), "worklist differs from nonzero"
-    t = {k: synced_us(fn, calls=calls, rounds=rounds, sync=sync) for k, fn in impls.items()}
+    t = {
+        "attnops.block_mask_worklist": synced_us(
+            lambda: public(mask), calls=calls, rounds=rounds, sync=sync
+        ),
+        "launcher": synced_us(
+            lambda: W.block_mask_worklist(mask),
+            calls=calls,
+            rounds=rounds,
+            sync=sync,
+        ),
+        "torch.nonzero": synced_us(
+            lambda: torch.nonzero(mask), calls=calls, rounds=rounds, sync=sync
+        ),
+    }
+    ours = t["attnops.block_mask_worklist"]
+    out.append("### synchronized time per call (us)")
     out.append(
-        "### synchronized time per call (us; ÷ ours: against the public call at the same density)"
+        markdown(
+            ("implementation", "us/call", "÷ ours"),
+            [(k, f"{v:.1f}", f"{v / ours:.2f}") for k, v in t.items()],
+        )
     )
-    body = []
-    for k, v in t.items():
-        ours = t[f"attnops.block_mask_worklist, {k.rsplit(', ', 1)[1]}"]
-        body.append((k, f"{v:.1f}", f"{v / ours:.2f}"))
-    out.append(markdown(("implementation", "us/call", "÷ ours"), body))
-    m = mask_of(0.3)
     for tile, label in (
         (W._TILE, "default chunks"),
         (KB, "one row a chunk"),
         (4 * KB, "4 rows a chunk"),
     ):
-        programs, rows_out, second_row = parts(m.view(torch.uint8), tile)
-        out.append(f"### steps at 30% True, {label} ({programs} programs): host us, GPU us")
+        programs, rows_out = parts(tile)
+        out.append(f"### steps, {label} ({programs} programs): host us per call, GPU us")
         body = [(name, f"{h:.1f}", "-" if g is None else f"{g:.1f}") for name, h, g in rows_out]
         body.append(
             (
@@ -170,8 +160,6 @@ def worklist(quick: bool):
                 f"{sum(g for _, _, g in rows_out if g is not None):.1f}",
             )
         )
-        name, h, g = second_row
-        body.append((f"({name})", f"{h:.1f}", f"{g:.1f}"))
         out.append(markdown(("step", "host us", "GPU us (graph)"), body))
     return out
 

@@ -209,28 +209,23 @@ def main() -> int:
                 )
             )
     for shape in ((2, 3, 7, 13), (1, 2, 16, 2000)):
-        m = (torch.rand(shape) < 0.3).view(torch.uint8)
-        # Nothing runs here, so nnz reads 0 and the public launcher never reaches its second
-        # launch (more True entries than its buffer): that one is launched on its own.
-        cases.append(("block_mask_worklist", lambda m=m: W.block_mask_worklist(m.bool())))
-        geo = W._geometry(m)
-        ws = torch.zeros(geo[0] + 2, dtype=torch.int64)
-        out = torch.empty((4, 4), dtype=torch.int32)
-        cases.append(
-            (
-                "block_mask_worklist second launch",
-                lambda m=m, ws=ws, out=out, geo=geo: W._launch(m, ws, out, 4, geo, first=False),
-            )
-        )
+        mask = torch.rand(shape) < 0.3
+        # The count is garbage here (nothing runs); a small nnz keeps the allocation small.
+        cases.append(("block_mask_worklist", lambda mask=mask: W.block_mask_worklist(mask)))
 
-    for name, case in cases:
-        if args.only and args.only not in name:
-            continue
-        try:
-            case()
-        except Exception:  # noqa: BLE001
-            FAILED.append(f"{name}: launcher raised")
-            print(f"FAIL launcher {name}\n{traceback.format_exc(limit=3)}")
+    real_cpu = torch.Tensor.cpu
+    torch.Tensor.cpu = lambda self, *a, **k: real_cpu(self, *a, **k).zero_() + 1
+    try:
+        for name, case in cases:
+            if args.only and args.only not in name:
+                continue
+            try:
+                case()
+            except Exception:  # noqa: BLE001
+                FAILED.append(f"{name}: launcher raised")
+                print(f"FAIL launcher {name}\n{traceback.format_exc(limit=3)}")
+    finally:
+        torch.Tensor.cpu = real_cpu
     print(f"{len(SEEN)} distinct compiles, {len(FAILED)} failed")
     for f in FAILED:
         print("  " + f)
