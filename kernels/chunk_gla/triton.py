@@ -2335,15 +2335,19 @@ def _bwd_config(K, V, dtype):
         return BT, state, (64, 32, 4, 1, 0), (64, 32, 4, 1, 0), fallback
     # 16-bit blocks stay at 64 or more (see _config).
     # On the H200 (bf16, B4 T4096 H16 K = V = 128 and B8 T2048 H32 K = V = 64, backward µs,
-    # benchmarks/chunk_gla_bwd_tune.py): K = V = 64 is fastest with dv in the dq/dk/dg pass
-    # ((BV, warps, stages) 64/4/2: 432; 64/8/2: 735; dv apart, 64/64/4/2 both: 468); K = V = 128
-    # with dv apart and four warps (64/64/4/3 both: 582; 64/64/8/2 and 64/64/4/2: 807; dv in the
-    # dq/dk/dg pass, 64/8/3: 619, 64/4/2: 1024).
+    # benchmarks/chunk_gla_bwd_tune.py; "xN": N programs per SM on a persistent grid): K = V = 64
+    # is fastest with dv in the dq/dk/dg pass on a persistent grid ((BV, warps, stages) 64/4/2 x2:
+    # 380; one program per item: 430; x1: 560; 64/8/2 x1: 702; dv apart, 64/64/4/2 both: 468, the
+    # dv pass 64/64/4/2 x3: 457); K = V = 128 with dv apart, four warps, and the dv pass over all
+    # of K at once (64/64/4/3, dv 128/64/4/2: 575; dv 64/64/4/3: 582; dv 128/64/4/2 x2: 597, x1:
+    # 688; dq/dk/dg pass 64/64/4/3 x2, dv 64/64/4/3 x2: 644; over all of K, 0/64/8/2: 614; dv in
+    # the dq/dk/dg pass, 64/8/3: 619, 64/4/2: 1024). The dq/dk/dg pass at K = 128 walks two V
+    # blocks, so a persistent grid cannot pipeline across its items (and spills there).
     BK = max(64, next_power_of_2(K))
     if _BWD_FUSED_DV and BK <= _BWD_FUSED_MAX_K:
         return BT, state, (BK, 64, 4, 2, 2), None, fallback
     if BK == 128:
-        return BT, state, (64, 64, 4, 3, 0), (64, 64, 4, 3, 0), fallback
+        return BT, state, (64, 64, 4, 3, 0), (128, 64, 4, 2, 0), fallback
     return BT, state, (64, 64, 8, 2, 0), (64, 64, 4, 2, 0), fallback
 
 
