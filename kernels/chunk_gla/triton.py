@@ -2695,8 +2695,10 @@ def chunk_gla_bwd(q, k, v, g, scale: float | None, initial_state, cu_seqlens, do
     at the end of each chunk, one program per (sequence, head, state tile) walking its chunks
     forwards or backwards (the last backward step gives ``dh0``); then ``dq``, ``dk`` and ``dg``
     from those states and the in-chunk attention: for 16-bit inputs with ``K <= 64`` one
-    program per (chunk, head) that computes ``dv`` as well, otherwise one per (chunk, head,
-    K block) and a fourth launch for ``dv``, one program per (chunk, head, V block). When each
+    item per (chunk, head) that computes ``dv`` as well, taken in turn by two programs per SM
+    (Note [persistent passes]; one program per item with ``cu_seqlens``), otherwise one program
+    per (chunk, head, K block) and a fourth launch for ``dv``, one program per (chunk, head,
+    V block). When each
     walk would have very few programs (long equal-length sequences, few heads: see
     ``_segments``), the walks run as segments side by side and one short launch carries states
     and gradients across segments (float32 scratch ``[N * segments, H, K, V]`` four times);
