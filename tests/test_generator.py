@@ -328,3 +328,40 @@ def test_spec_error_locations_use_the_given_path():
     with pytest.raises(Exception) as info:
         parse(text, os.path.join("sub", "my.yaml"))
     assert str(info.value).startswith(os.path.join("sub", "my.yaml") + ":1:10: error:")
+
+
+def test_test_inputs_compute_only_the_derived_dims_they_read():
+    """make_inputs computes a derived dim that an input's shape reads, directly or through another
+    derived dim, and not one that only sizes an output (an unused name fails ruff's F841)."""
+    from specs import CHUNK
+
+    spec = replace(
+        '      N: "B if cu_seqlens is None else cu_seqlens.shape[0] - 1"',
+        '      N: "B if cu_seqlens is None else cu_seqlens.shape[0] - 1"\n'
+        '      M: "N * 1"\n'
+        '      NC: "(T + 63) // 64"',
+        CHUNK,
+    )
+    spec = replace(
+        "      initial_state: {shape: [N, H, K, V], dtypes: [float32]}",
+        "      initial_state: {shape: [M, H, K, V], dtypes: [float32]}",
+        spec,
+    )
+    spec = replace(
+        "      final_state: {shape: [N, H, K, V], dtype: float32}",
+        "      chunks: {shape: [NC, H], dtype: float32, public: false}\n"
+        "      final_state: {shape: [N, H, K, V], dtype: float32}",
+        spec,
+    )
+    spec = replace("Tensor? grad_final_state)", "Tensor? grad_final_state, Tensor chunks)", spec)
+    spec = spec.replace(
+        "-> (Tensor output, Tensor final_state)",
+        "-> (Tensor output, Tensor chunks, Tensor final_state)",
+    )
+    spec = spec.replace('-> Tensor output"', '-> (Tensor output, Tensor chunks)"')
+    body = generate(spec, "ops.yaml", "ops.yaml")["tests/test_chunk.py"]
+    make = body[body.index("def make_inputs(") : body.index("def backward_args(")]
+    assert "    N = B if cu_seqlens is None else cu_seqlens.shape[0] - 1\n" in make
+    assert "    M = N * 1\n" in make
+    assert "NC = " not in make
+    assert "NC = (T + 63) // 64" in generate(spec, "ops.yaml", "ops.yaml")["demo/chunk.py"]

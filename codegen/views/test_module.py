@@ -249,10 +249,31 @@ class _Builder:
             or any(d.is_list and d.shape.has_ellipsis for d in op.inputs),
             dims=r.sample_dims,
             literals=literals,
-            derived=tuple(Statement(d.name, d.expr.render({})) for d in op.dims),
+            derived=self._derived_for_inputs(),
             made=tuple(made),
             entries=tuple(entries),
         )
+
+    def _derived_for_inputs(self) -> tuple[Statement, ...]:
+        """The derived dims that the made inputs' shapes read, directly or through another
+        derived dim, in declaration order (a dim that only sizes outputs is not computed)."""
+        by_name = {d.name: d for d in self.op.dims}
+        needed: set[str] = set()
+        frontier = [
+            n
+            for d in self.op.inputs
+            for e in d.shape.entries
+            if not isinstance(e, str)
+            for n in e.names
+        ]
+        while frontier:
+            name = frontier.pop()
+            if name in needed:
+                continue
+            needed.add(name)
+            if name in by_name:
+                frontier.extend(by_name[name].expr.names)
+        return tuple(Statement(d.name, d.expr.render({})) for d in self.op.dims if d.name in needed)
 
     def backward(self) -> BackwardView | None:
         r = self.r
