@@ -83,8 +83,8 @@ def inputs(N, dtype, device, B=1):
 
 def run(cu, inp):
     q, k, v, g, h0, do, dht = inp
-    o, ht = chunk_gla_fwd(q, k, v, g, None, h0, cu, True)
-    grads = chunk_gla_bwd(q, k, v, g, None, h0, cu, do, dht)
+    o, hs, ht = chunk_gla_fwd(q, k, v, g, None, h0, cu, True)
+    grads = chunk_gla_bwd(q, k, v, g, None, h0, cu, do, dht, hs)
     return (o, ht, *grads)
 
 

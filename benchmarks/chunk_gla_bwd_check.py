@@ -3,7 +3,8 @@
     PYTHONPATH=<site with attnops_kernels>:. python benchmarks/chunk_gla_bwd_check.py \\
         [--dry-run] [--timing-only] [--only TEXT] [--calls N]
 
-Checks (every device): ``chunk_gla_bwd`` against the gradients that autograd takes through a
+Checks (every device): ``chunk_gla_bwd``, given the forward's chunk states and recomputing them,
+against the gradients that autograd takes through a
 float64 copy of ``chunk_gla_ref``'s token-by-token recurrence, on the same (rounded) inputs:
 dq, dk, dv, dg and dh0 for odd T, T = 1, packed sequences with empty and one-token sequences and
 sequences crossing chunk boundaries, offsets that fall (rows covered once against each sequence
@@ -13,8 +14,9 @@ absolute error relative to the largest reference gradient.
 
 ``--dry-run`` runs a smaller set of checks and no timing (the CPU, under ``TRITON_INTERPRET=1``).
 On a GPU the full set runs, then, for each shape of the suite (bf16, ``g = logsigmoid(randn)``,
-no states), the GPU time of the forward and of the backward by CUDA-graph replay, of the
-backward with its two state walks in separate launches, of the backward with dv in its own pass
+no states), the GPU time of the forward and of the backward (given the forward's chunk states,
+as autograd calls it) by CUDA-graph replay, of the backward recomputing the chunk states (its
+two state walks in one launch, and in separate launches), of the backward with dv in its own pass
 (not in the dq/dk/dg pass) and of the sequential backward it
 replaced (``chunk_gla_bwd_sequential``), and the largest difference between the chunked and the
 sequential backward relative to the largest gradient (BAD above 2e-2, which flags a miscompile):
@@ -156,45 +158,63 @@ def check_case(shape, dtype, cu, use_h0, use_dht, how, decay, device, seed=0):
         return None if x is None else layout(x.to(device), how)
 
     cut = None if cu is None else torch.tensor(cu, dtype=torch.int32, device=device)
-    out = mod.chunk_gla_bwd(dev(q), dev(k), dev(v), dev(g), None, dev(s0), cut, dev(do), dev(dht))
-    clamped = None if cu is None else [min(max(c, 0), T) for c in cu]
-    falls = clamped is not None and any(b < a for a, b in zip(clamped, clamped[1:], strict=False))
-    errs = {}
-    if not falls:
-        ref = ref_grads(q, k, v, g, s0, clamped, do, dht)
-        for name, a, r in zip(NAMES, out, ref, strict=False):
-            errs[name] = rel(a, r)
-    else:
-        # Rows covered by one sequence get that sequence's gradients (dg: see below); each
-        # dh0[n] its own.
-        cover = torch.zeros(T, dtype=torch.int64)
-        for a, b in zip(clamped, clamped[1:], strict=False):
-            cover[a:b] += 1
-        errs = dict.fromkeys(NAMES, 0.0)
-        for n, (a, b) in enumerate(zip(clamped, clamped[1:], strict=False)):
-            sl = slice(a, b)
-            one = (cover[sl] == 1).nonzero().flatten()
-            sub = [x[:, sl] for x in (q, k, v, g)]
-            r = ref_grads(
-                *sub,
-                None if s0 is None else s0[n : n + 1],
-                None,
-                do[:, sl],
-                None if dht is None else dht[n : n + 1],
-            )
-            # dg sums over the sequence's later tokens: the sequential kernels give a token its
-            # sequence's dg only where no later token of it is covered twice.
-            twice = (cover[sl] > 1).nonzero().flatten()
-            if twice.numel():
-                one_g = one[one > twice.max()]
-            else:
-                one_g = one
-            for i, name in enumerate(NAMES[:4]):
-                rows = one_g if name == "dg" else one
-                mine = out[i][:, sl][:, rows]
-                ri = torch.zeros(mine.shape, dtype=torch.float64) if r[i] is None else r[i][:, rows]
-                errs[name] = max(errs[name], rel(mine, ri))
-            errs["dh0"] = max(errs["dh0"], rel(out[4][n : n + 1], r[4]))
+    args = (dev(q), dev(k), dev(v), dev(g), None, dev(s0), cut)
+    # The backward given the forward's chunk states (as autograd calls it), and recomputing them.
+    hs = mod.chunk_gla_fwd(*args, False)[1]
+    outs = (
+        mod.chunk_gla_bwd(*args, dev(do), dev(dht), hs),
+        mod.chunk_gla_bwd(*args, dev(do), dev(dht)),
+    )
+
+    def errors(out):
+        clamped = None if cu is None else [min(max(c, 0), T) for c in cu]
+        falls = clamped is not None and any(
+            b < a for a, b in zip(clamped, clamped[1:], strict=False)
+        )
+        errs = {}
+        if not falls:
+            ref = ref_grads(q, k, v, g, s0, clamped, do, dht)
+            for name, a, r in zip(NAMES, out, ref, strict=False):
+                errs[name] = rel(a, r)
+        else:
+            # Rows covered by one sequence get that sequence's gradients (dg: see below); each
+            # dh0[n] its own.
+            cover = torch.zeros(T, dtype=torch.int64)
+            for a, b in zip(clamped, clamped[1:], strict=False):
+                cover[a:b] += 1
+            errs = dict.fromkeys(NAMES, 0.0)
+            for n, (a, b) in enumerate(zip(clamped, clamped[1:], strict=False)):
+                sl = slice(a, b)
+                one = (cover[sl] == 1).nonzero().flatten()
+                sub = [x[:, sl] for x in (q, k, v, g)]
+                r = ref_grads(
+                    *sub,
+                    None if s0 is None else s0[n : n + 1],
+                    None,
+                    do[:, sl],
+                    None if dht is None else dht[n : n + 1],
+                )
+                # dg sums over the sequence's later tokens: the sequential kernels give a token its
+                # sequence's dg only where no later token of it is covered twice.
+                twice = (cover[sl] > 1).nonzero().flatten()
+                if twice.numel():
+                    one_g = one[one > twice.max()]
+                else:
+                    one_g = one
+                for i, name in enumerate(NAMES[:4]):
+                    rows = one_g if name == "dg" else one
+                    mine = out[i][:, sl][:, rows]
+                    ri = (
+                        torch.zeros(mine.shape, dtype=torch.float64)
+                        if r[i] is None
+                        else r[i][:, rows]
+                    )
+                    errs[name] = max(errs[name], rel(mine, ri))
+                errs["dh0"] = max(errs["dh0"], rel(out[4][n : n + 1], r[4]))
+        return errs
+
+    first, second = (errors(o) for o in outs)
+    errs = {n: max(first[n], second[n]) for n in NAMES}
     worst = max(errs.values())
     ok = worst <= TOL[dtype]
     cu_s = "" if cu is None else f" cu={cu}"
@@ -305,7 +325,12 @@ def timing(only, calls):
         def fwd(args=args):
             return mod.chunk_gla_fwd(*args, False)
 
-        def bwd(args=args, do=do):
+        hs = fwd()[1]
+
+        def bwd(args=args, do=do, hs=hs):
+            return mod.chunk_gla_bwd(*args, do, None, hs)
+
+        def bwd_re(args=args, do=do):
             return mod.chunk_gla_bwd(*args, do, None)
 
         def seq(args=args, do=do):
@@ -336,24 +361,27 @@ def timing(only, calls):
         t_f = graph_us(fwd, calls=calls)
         t_b = graph_us(bwd, calls=calls)
         t_s = graph_us(seq, calls=calls)
-        t_u = unfused(lambda bwd=bwd: graph_us(bwd, calls=calls))
+        t_r = graph_us(bwd_re, calls=calls)
+        t_u = unfused(lambda bwd=bwd_re: graph_us(bwd, calls=calls))
         t_d = dv_apart(lambda bwd=bwd: graph_us(bwd, calls=calls))
         flag = "ok" if max(err, err_f) <= BAD else "BAD"
         bad += flag == "BAD"
-        rows.append((label, t_f, t_b, t_b / t_f, t_u, t_d, t_s, t_s / t_b, err, flag))
+        rows.append((label, t_f, t_b, t_b / t_f, t_r, t_u, t_d, t_s, t_s / t_b, err, flag))
         frows.append((label, shape, nseg, t_f, t_f1, t_fla, err_f))
         print(f"timed {label}: fwd {t_f:.1f} us, bwd {t_b:.1f} us, {flag}", flush=True)
+        del hs
         torch.cuda.empty_cache()
     print(f"\n## chunk_gla backward, bf16, {torch.cuda.get_device_name()}\n")
     print(
-        "| shape | fwd us | bwd us | bwd / fwd | bwd, state walks apart, us | "
-        "bwd, dv pass apart, us | sequential bwd us | speedup | max diff vs sequential | |"
+        "| shape | fwd us | bwd us | bwd / fwd | bwd recomputing the states, us | "
+        "the same, state walks apart, us | bwd, dv pass apart, us | sequential bwd us | "
+        "speedup | max diff vs sequential | |"
     )
-    print("|---" * 10 + "|")
-    for label, t_f, t_b, r, t_u, t_d, t_s, sp, err, flag in rows:
+    print("|---" * 11 + "|")
+    for label, t_f, t_b, r, t_r, t_u, t_d, t_s, sp, err, flag in rows:
         print(
-            f"| {label} | {t_f:.1f} | {t_b:.1f} | {r:.2f} | {t_u:.1f} | {t_d:.1f} | {t_s:.1f} | "
-            f"{sp:.1f}x | {err:.1e} | {flag} |"
+            f"| {label} | {t_f:.1f} | {t_b:.1f} | {r:.2f} | {t_r:.1f} | {t_u:.1f} | {t_d:.1f} | "
+            f"{t_s:.1f} | {sp:.1f}x | {err:.1e} | {flag} |"
         )
     print(f"\n## chunk_gla forward, bf16, {torch.cuda.get_device_name()}\n")
     print(

@@ -5,7 +5,8 @@ GPU time of each of its kernels.
         [--only TEXT] [--config TEXT] [--deadline S]
 
 For each shape of the suite (bf16, ``g = logsigmoid(randn)``, no states): the GPU time of the
-forward and of the backward by CUDA-graph replay, with the current configs and with each
+forward and of the backward (given the forward's chunk states ``h``, as autograd calls it) by
+CUDA-graph replay, with the current configs and with each
 candidate of CONFIGS (the state walks' config and whether they split into segments, and the
 dq/dk/dg pass's config with dv computed in it or in its own pass), and the largest difference of
 every gradient against the backward with dv in its own pass and unsplit walks, relative to the largest gradient (BAD above 2e-2 or not
@@ -44,6 +45,10 @@ CONFIGS = [
     ("apart 0/64/8/3, dv 128/64/4/2 x2", None, ("apart", (0, 64, 8, 3), (128, 64, 4, 2, 2)), None),
     ("apart 64/64/4/3, dv 128/64/4/2 x1", None, ("apart", (64, 64, 4, 3), (128, 64, 4, 2, 1)), None),
     ("apart 64/64/4/3 x2, dv 64/64/4/3 x2", None, ("apart", (64, 64, 4, 3, 2), (64, 64, 4, 3, 2)), None),
+    ("apart 64/64/4/3, dv 128/128/8/2", None, ("apart", (64, 64, 4, 3), (128, 128, 8, 2)), None),
+    ("apart 64/64/4/3, dv 128/128/4/2", None, ("apart", (64, 64, 4, 3), (128, 128, 4, 2)), None),
+    ("apart 64/64/4/3, dv 128/128/8/2 x1", None, ("apart", (64, 64, 4, 3), (128, 128, 8, 2, 1)), None),
+    ("apart 64/64/4/3, dv 128/128/4/2 x2", None, ("apart", (64, 64, 4, 3), (128, 128, 4, 2, 2)), None),
     ("fused 64/4/2", None, (64, 4, 2), None),
     ("fused 64/4/2 x2", None, (64, 4, 2, 2), None),
     ("fused 64/4/2 x1", None, (64, 4, 2, 1), None),
@@ -51,7 +56,17 @@ CONFIGS = [
     ("K64 apart 64/64/4/2, dv 64/64/4/2 x3", None, ("apart", (64, 64, 4, 2), (64, 64, 4, 2, 3)), None),
     ("K64 apart 64/64/4/2 x2, dv 64/64/4/2 x3", None, ("apart", (64, 64, 4, 2, 2), (64, 64, 4, 2, 3)), None),
     ("walks never split", None, None, 0),
+    ("walks 64/64/4/2", (64, 64, 4, 2), None, None),
+    ("walks 64/64/4/4", (64, 64, 4, 4), None, None),
+    ("walks 64/64/8/3", (64, 64, 8, 3), None, None),
+    ("walks 64/128/4/3", (64, 128, 4, 3), None, None),
+    ("walks 64/128/8/3", (64, 128, 8, 3), None, None),
+    ("walks 128/64/8/3", (128, 64, 8, 3), None, None),
+    ("walks 128/128/8/2", (128, 128, 8, 2), None, None),
+    ("states recomputed", None, None, None),
 ]  # fmt: skip
+# Candidates that call the backward without the forward's chunk states (it recomputes them).
+RECOMPUTE = {"states recomputed"}
 
 
 def _five(cfg):
@@ -131,15 +146,18 @@ def main():
             break
         q, k, v, g, do = inputs(shape)
         a = (q, k, v, g, None, None, None)
+        hs = mod.chunk_gla_fwd(*a, False)[1]
+        saved = [hs]
 
-        def bwd(a=a, do=do):
-            return mod.chunk_gla_bwd(*a, do, None)
+        def bwd(a=a, do=do, saved=saved):
+            return mod.chunk_gla_bwd(*a, do, None, saved[0])
 
         t_f = graph_us(lambda a=a: mod.chunk_gla_fwd(*a, False))
         ref = with_config(None, "apart", bwd, seg=0)
         for cname, walks, dqk, seg in CONFIGS:
             if args.config and cname != "current" and not any(c in cname for c in args.config):
                 continue
+            saved[0] = None if cname in RECOMPUTE else hs
             try:
                 out = with_config(walks, dqk, bwd, seg)
                 err = max(rel_err(x, r.float()) for x, r in zip(out, ref, strict=True))
@@ -153,6 +171,7 @@ def main():
             bad += flag == "BAD"
             rows.append((name, cname, t_f, t, err, flag))
             print(f"{name} {cname}: {t:.1f} us (fwd {t_f:.1f}), {err:.1e} {flag}", flush=True)
+        saved[0] = hs
         for cname, dqk in (("current", None), ("apart", "apart")):
             try:
                 times = with_config(None, dqk, lambda: profile(bwd))
@@ -161,7 +180,7 @@ def main():
                 continue
             for kname, us in sorted(times.items()):
                 prof_rows.append((name, cname, kname, us))
-        del ref
+        del ref, hs, saved
         torch.cuda.empty_cache()
 
     print(f"\n## chunk_gla backward configs, bf16, {torch.cuda.get_device_name()}\n")

@@ -188,7 +188,7 @@ def checks():
         s0 = torch.randn(N, H, K, V, device="cuda") if h0 else None
         cut = None if cu is None else torch.tensor(cu, dtype=torch.int32, device="cuda")
         try:
-            o, ht = mod.chunk_gla_fwd(q, k, v, g, None, s0, cut, True)
+            o, _, ht = mod.chunk_gla_fwd(q, k, v, g, None, s0, cut, True)
             ro, rht = reference.chunk_gla_ref(q, k, v, g, None, s0, True, cut)
             if cu == [0, 50, 30, 150]:
                 # sequences [0, 50), [50, 50), [30, 150): rows 30..49 are covered twice, their

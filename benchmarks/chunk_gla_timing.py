@@ -86,8 +86,13 @@ def calls(mod, inp, states):
     def fwd():
         return mod.chunk_gla_fwd(q, k, v, g, None, h0, cu, states)
 
+    # The forward's chunk states, which autograd passes to the backward (a version of the
+    # launchers from before they were returned: none).
+    out = fwd()
+    saved = (out[1],) if len(out) == 3 else ()
+
     def bwd():
-        return mod.chunk_gla_bwd(q, k, v, g, None, h0, cu, do, dht)
+        return mod.chunk_gla_bwd(q, k, v, g, None, h0, cu, do, dht, *saved)
 
     return fwd, bwd
 

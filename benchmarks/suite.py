@@ -1084,8 +1084,8 @@ class ChunkGla:
             lf(qd, kd, vd, gd, None, None, None, False)
 
         def launch_fb():
-            lf(qd, kd, vd, gd, None, None, None, False)
-            lb(qd, kd, vd, gd, None, None, None, do, None)
+            hs = lf(qd, kd, vd, gd, None, None, None, False)[1]
+            lb(qd, kd, vd, gd, None, None, None, do, None, hs)
 
         if isinstance(fla, NA):
             fla_fb = fla

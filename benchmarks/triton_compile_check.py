@@ -166,7 +166,18 @@ def main() -> int:
                 (
                     "chunk_gla",
                     lambda q=q, k=k, v=v, gg=gg, h0=h0: (
-                        C.chunk_gla_fwd(q, k, v, gg, None, h0, None, True),
+                        C.chunk_gla_bwd(
+                            q,
+                            k,
+                            v,
+                            gg,
+                            None,
+                            h0,
+                            None,
+                            v,
+                            h0,
+                            C.chunk_gla_fwd(q, k, v, gg, None, h0, None, True)[1],
+                        ),
                         C.chunk_gla_bwd(q, k, v, gg, None, h0, None, v, h0),
                         C.chunk_gla_bwd(q, k, v, gg, None, None, None, v, None),
                     ),
@@ -194,7 +205,18 @@ def main() -> int:
                 (
                     "chunk_gla",
                     lambda q=q1, k=k1, v=v1, gg=g1, h=h1, cu=cu: (
-                        C.chunk_gla_fwd(q, k, v, gg, None, h, cu, True),
+                        C.chunk_gla_bwd(
+                            q,
+                            k,
+                            v,
+                            gg,
+                            None,
+                            h,
+                            cu,
+                            v,
+                            h,
+                            C.chunk_gla_fwd(q, k, v, gg, None, h, cu, True)[1],
+                        ),
                         C.chunk_gla_bwd(q, k, v, gg, None, h, cu, v, h),
                     ),
                 )

@@ -17,15 +17,15 @@ from ._runtime import tensor_error as _tensor_error
 
 torch.library.define(
     "attnops::chunk_gla_fwd",
-    "(Tensor q, Tensor k, Tensor v, Tensor g, float? scale=None, Tensor? initial_state=None, Tensor? cu_seqlens=None) -> Tensor output",
+    "(Tensor q, Tensor k, Tensor v, Tensor g, float? scale=None, Tensor? initial_state=None, Tensor? cu_seqlens=None) -> (Tensor output, Tensor h)",
 )
 torch.library.define(
     "attnops::chunk_gla_fwd_with_state",
-    "(Tensor q, Tensor k, Tensor v, Tensor g, float? scale=None, Tensor? initial_state=None, Tensor? cu_seqlens=None) -> (Tensor output, Tensor final_state)",
+    "(Tensor q, Tensor k, Tensor v, Tensor g, float? scale=None, Tensor? initial_state=None, Tensor? cu_seqlens=None) -> (Tensor output, Tensor h, Tensor final_state)",
 )
 torch.library.define(
     "attnops::chunk_gla_bwd",
-    "(Tensor q, Tensor k, Tensor v, Tensor g, float? scale, Tensor? initial_state, Tensor? cu_seqlens, Tensor grad_output, Tensor? grad_final_state) -> (Tensor grad_q, Tensor grad_k, Tensor grad_v, Tensor grad_g, Tensor grad_initial_state)",
+    "(Tensor q, Tensor k, Tensor v, Tensor g, float? scale, Tensor? initial_state, Tensor? cu_seqlens, Tensor grad_output, Tensor? grad_final_state, Tensor h) -> (Tensor grad_q, Tensor grad_k, Tensor grad_v, Tensor grad_g, Tensor grad_initial_state)",
 )
 
 
@@ -37,13 +37,13 @@ def _chunk_gla_fwd_impl(
     scale: float | None = None,
     initial_state: Tensor | None = None,
     cu_seqlens: Tensor | None = None,
-) -> Tensor:
+) -> tuple[Tensor, Tensor]:
     # Note [arity pair]: one launcher serves both operators of the pair; it returns every output
     # of the wider schema, with None for the extras when the flag is off.
-    output, _ = _launcher("attnops_kernels.chunk_gla.triton:chunk_gla_fwd")(
+    output, h, _ = _launcher("attnops_kernels.chunk_gla.triton:chunk_gla_fwd")(
         q, k, v, g, scale, initial_state, cu_seqlens, False
     )
-    return output
+    return output, h
 
 
 def _chunk_gla_fwd_with_state_impl(
@@ -54,13 +54,13 @@ def _chunk_gla_fwd_with_state_impl(
     scale: float | None = None,
     initial_state: Tensor | None = None,
     cu_seqlens: Tensor | None = None,
-) -> tuple[Tensor, Tensor]:
+) -> tuple[Tensor, Tensor, Tensor]:
     # Note [arity pair]: one launcher serves both operators of the pair; it returns every output
     # of the wider schema, with None for the extras when the flag is off.
-    output, final_state = _launcher("attnops_kernels.chunk_gla.triton:chunk_gla_fwd")(
+    output, h, final_state = _launcher("attnops_kernels.chunk_gla.triton:chunk_gla_fwd")(
         q, k, v, g, scale, initial_state, cu_seqlens, True
     )
-    return output, final_state
+    return output, h, final_state
 
 
 def _chunk_gla_bwd_impl(
@@ -73,9 +73,10 @@ def _chunk_gla_bwd_impl(
     cu_seqlens: Tensor | None,
     grad_output: Tensor,
     grad_final_state: Tensor | None,
+    h: Tensor,
 ) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor]:
     return _launcher("attnops_kernels.chunk_gla.triton:chunk_gla_bwd")(
-        q, k, v, g, scale, initial_state, cu_seqlens, grad_output, grad_final_state
+        q, k, v, g, scale, initial_state, cu_seqlens, grad_output, grad_final_state, h
     )
 
 
@@ -97,13 +98,16 @@ def _chunk_gla_fwd_fake(
     scale: float | None = None,
     initial_state: Tensor | None = None,
     cu_seqlens: Tensor | None = None,
-) -> Tensor:
+) -> tuple[Tensor, Tensor]:
     B = q.shape[0]
     T = q.shape[1]
     H = q.shape[2]
+    K = q.shape[3]
     V = v.shape[3]
+    NS = B * ((T + 63) // 64) if cu_seqlens is None else (T + 63) // 64 + cu_seqlens.shape[0] - 2
     output = q.new_empty((B, T, H, V))
-    return output
+    h = q.new_empty((NS, H, K, V))
+    return output, h
 
 
 @torch.library.register_fake("attnops::chunk_gla_fwd_with_state")
@@ -115,16 +119,18 @@ def _chunk_gla_fwd_with_state_fake(
     scale: float | None = None,
     initial_state: Tensor | None = None,
     cu_seqlens: Tensor | None = None,
-) -> tuple[Tensor, Tensor]:
+) -> tuple[Tensor, Tensor, Tensor]:
     B = q.shape[0]
     T = q.shape[1]
     H = q.shape[2]
     K = q.shape[3]
     V = v.shape[3]
     N = B if cu_seqlens is None else cu_seqlens.shape[0] - 1
+    NS = B * ((T + 63) // 64) if cu_seqlens is None else (T + 63) // 64 + cu_seqlens.shape[0] - 2
     output = q.new_empty((B, T, H, V))
+    h = q.new_empty((NS, H, K, V))
     final_state = q.new_empty((N, H, K, V), dtype=torch.float32)
-    return output, final_state
+    return output, h, final_state
 
 
 @torch.library.register_fake("attnops::chunk_gla_bwd")
@@ -138,6 +144,7 @@ def _chunk_gla_bwd_fake(
     cu_seqlens: Tensor | None,
     grad_output: Tensor,
     grad_final_state: Tensor | None,
+    h: Tensor,
 ) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor]:
     B = q.shape[0]
     H = q.shape[2]
@@ -175,13 +182,13 @@ class _ChunkGlaFunction(torch.autograd.Function):
         output_final_state: bool,
     ) -> tuple[Tensor, Tensor | None]:
         if output_final_state:
-            output, final_state = _chunk_gla_fwd_with_state(
+            output, h, final_state = _chunk_gla_fwd_with_state(
                 q, k, v, g, scale, initial_state, cu_seqlens
             )
         else:
-            output = _chunk_gla_fwd(q, k, v, g, scale, initial_state, cu_seqlens)
+            output, h = _chunk_gla_fwd(q, k, v, g, scale, initial_state, cu_seqlens)
             final_state = None
-        ctx.save_for_backward(q, k, v, g, initial_state, cu_seqlens)
+        ctx.save_for_backward(q, k, v, g, initial_state, cu_seqlens, h)
         ctx.scale = scale
         return output, final_state
 
@@ -190,10 +197,10 @@ class _ChunkGlaFunction(torch.autograd.Function):
     def backward(
         ctx, grad_output: Tensor, grad_final_state: Tensor | None
     ) -> tuple[Tensor | None, ...]:
-        q, k, v, g, initial_state, cu_seqlens = ctx.saved_tensors
+        q, k, v, g, initial_state, cu_seqlens, h = ctx.saved_tensors
         scale = ctx.scale
         grad_q, grad_k, grad_v, grad_g, grad_initial_state = _chunk_gla_bwd(
-            q, k, v, g, scale, initial_state, cu_seqlens, grad_output, grad_final_state
+            q, k, v, g, scale, initial_state, cu_seqlens, grad_output, grad_final_state, h
         )
         return (
             grad_q,
@@ -219,7 +226,7 @@ def _chunk_gla_fwd_direct(
     scale: float | None = None,
     initial_state: Tensor | None = None,
     cu_seqlens: Tensor | None = None,
-) -> Tensor:
+) -> tuple[Tensor, Tensor]:
     return _chunk_gla_fwd_impl(q, k, v, g, scale, initial_state, cu_seqlens)
 
 
@@ -231,7 +238,7 @@ def _chunk_gla_fwd_with_state_direct(
     scale: float | None = None,
     initial_state: Tensor | None = None,
     cu_seqlens: Tensor | None = None,
-) -> tuple[Tensor, Tensor]:
+) -> tuple[Tensor, Tensor, Tensor]:
     return _chunk_gla_fwd_with_state_impl(q, k, v, g, scale, initial_state, cu_seqlens)
 
 
@@ -245,9 +252,10 @@ def _chunk_gla_bwd_direct(
     cu_seqlens: Tensor | None,
     grad_output: Tensor,
     grad_final_state: Tensor | None,
+    h: Tensor,
 ) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor]:
     return _chunk_gla_bwd_impl(
-        q, k, v, g, scale, initial_state, cu_seqlens, grad_output, grad_final_state
+        q, k, v, g, scale, initial_state, cu_seqlens, grad_output, grad_final_state, h
     )
 
 
@@ -265,13 +273,13 @@ class _ChunkGlaDirectFunction(torch.autograd.Function):
         output_final_state: bool,
     ) -> tuple[Tensor, Tensor | None]:
         if output_final_state:
-            output, final_state = _chunk_gla_fwd_with_state_direct(
+            output, h, final_state = _chunk_gla_fwd_with_state_direct(
                 q, k, v, g, scale, initial_state, cu_seqlens
             )
         else:
-            output = _chunk_gla_fwd_direct(q, k, v, g, scale, initial_state, cu_seqlens)
+            output, h = _chunk_gla_fwd_direct(q, k, v, g, scale, initial_state, cu_seqlens)
             final_state = None
-        ctx.save_for_backward(q, k, v, g, initial_state, cu_seqlens)
+        ctx.save_for_backward(q, k, v, g, initial_state, cu_seqlens, h)
         ctx.scale = scale
         return output, final_state
 
@@ -280,10 +288,10 @@ class _ChunkGlaDirectFunction(torch.autograd.Function):
     def backward(
         ctx, grad_output: Tensor, grad_final_state: Tensor | None
     ) -> tuple[Tensor | None, ...]:
-        q, k, v, g, initial_state, cu_seqlens = ctx.saved_tensors
+        q, k, v, g, initial_state, cu_seqlens, h = ctx.saved_tensors
         scale = ctx.scale
         grad_q, grad_k, grad_v, grad_g, grad_initial_state = _chunk_gla_bwd_direct(
-            q, k, v, g, scale, initial_state, cu_seqlens, grad_output, grad_final_state
+            q, k, v, g, scale, initial_state, cu_seqlens, grad_output, grad_final_state, h
         )
         return (
             grad_q,
@@ -463,11 +471,11 @@ def chunk_gla(
             )
         else:
             if output_final_state:
-                output, final_state = _chunk_gla_fwd_with_state_direct(
+                output, h, final_state = _chunk_gla_fwd_with_state_direct(
                     q, k, v, g, scale, initial_state, cu_seqlens
                 )
             else:
-                output = _chunk_gla_fwd_direct(q, k, v, g, scale, initial_state, cu_seqlens)
+                output, h = _chunk_gla_fwd_direct(q, k, v, g, scale, initial_state, cu_seqlens)
                 final_state = None
         return ChunkGlaOutput(output, final_state)
     output, final_state = _ChunkGlaFunction.apply(

@@ -109,9 +109,9 @@ def make_inputs(_sample: str, _dtype: str, _config: str = "default"):
 def backward_args(inputs: dict, config: str, gen: torch.Generator) -> dict:
     """The backward operator's arguments by name, after the forward operator on ``inputs``."""
     if CONFIGS[config][FLAG]:
-        output, final_state = _fwd_pair(*(inputs[k] for k in ARG_NAMES))
+        output, h, final_state = _fwd_pair(*(inputs[k] for k in ARG_NAMES))
     else:
-        output = _fwd(*(inputs[k] for k in ARG_NAMES))
+        output, h = _fwd(*(inputs[k] for k in ARG_NAMES))
         final_state = None
     return {
         "q": inputs["q"],
@@ -125,6 +125,7 @@ def backward_args(inputs: dict, config: str, gen: torch.Generator) -> dict:
         "grad_final_state": _t.randn(gen, final_state.shape, final_state.dtype)
         if final_state is not None
         else None,
+        "h": h,
     }
 
 

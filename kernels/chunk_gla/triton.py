@@ -2374,6 +2374,13 @@ def _segments(programs: int, chunks: int, max_programs: int | None = None) -> in
     return max(1, min(cdiv(_SEG_PROGRAMS, programs), chunks // _SEG_MIN_CHUNKS))
 
 
+def _walk_segments(programs: int, chunks: int, use_cu: bool, max_programs: int | None = None):
+    """(chunks per segment, segments) of a state walk: packed sequences are walked whole."""
+    nseg = 1 if use_cu else _segments(programs, chunks, max_programs)
+    cps = cdiv(chunks, nseg)
+    return cps, cdiv(chunks, cps)
+
+
 # The backward splits its two state walks likewise (_gla_bwd_states_seg_kernel), where each walk
 # alone has at most _BWD_SEG_MAX_PROGRAMS programs; the dq/dk/dg and dv passes then add each
 # segment's carried state and gradient (_gla_bwd_dqk_kernel, _gla_bwd_dv_kernel).
@@ -2460,15 +2467,32 @@ def _per_sequence(name, x, shape):
         raise ValueError(f"chunk_gla: {name} must have shape {shape}, got {tuple(x.shape)}")
 
 
+def _saved_states(h, q, v, N, use_cu):
+    """None, or the forward's chunk states ``h`` (as :func:`chunk_gla_fwd` returns them: shape
+    ``[S, H, K, V]``, ``q``'s dtype and device) read contiguously; anything else: ValueError."""
+    if h is None:
+        return None
+    B, T, H, K = q.shape
+    NT = cdiv(T, _BT)
+    shape = (NT + N - 1 if use_cu else B * NT, H, K, v.shape[-1])
+    if not isinstance(h, torch.Tensor):
+        raise ValueError(f"chunk_gla: h must be a tensor of shape {shape}, got {type(h).__name__}")
+    if tuple(h.shape) != shape or h.dtype != q.dtype or h.device != q.device:
+        raise ValueError(
+            f"chunk_gla: h must have shape {shape}, dtype {q.dtype} and device {q.device} (the "
+            f"forward's chunk states), got {tuple(h.shape)}, {h.dtype}, {h.device}"
+        )
+    return h.contiguous()
+
+
 def chunk_gla_fwd(
     q, k, v, g, scale: float | None, initial_state, cu_seqlens, output_final_state: bool
 ):
     """Forward of ``chunk_gla``: ``S_t = exp(g_t) S_{t-1} + k_t^T v_t``, ``o_t = scale * q_t S_t``.
 
     Chunks of 64 tokens, in three to four launches: the cumulative log-decay within each chunk
-    (float32 ``[B, H, T]`` scratch); the state at the start of each chunk (scratch
-    ``[chunks, H, K, V]``, in ``q``'s dtype where the products round their operands to it, else
-    float32), one program per (sequence, head, state tile) walking its chunks; each chunk's
+    (float32 ``[B, H, T]`` scratch); the state at the start of each chunk (``h``, returned for
+    the backward), one program per (sequence, head, state tile) walking its chunks; each chunk's
     output from that state and the causal in-chunk attention, one program per (chunk, head,
     V block); and, with ``cu_seqlens`` only, a walk of each whole sequence that does the work
     only where the clamped offsets fall somewhere. When the state walk would have very few
@@ -2495,9 +2519,13 @@ def chunk_gla_fwd(
         output_final_state: whether to return the state after each sequence's last token.
 
     Returns:
-        ``(output, final_state)``, newly allocated and contiguous: ``output`` is
-        ``[B, T, H, V]`` in ``q``'s dtype; ``final_state`` is ``[N, H, K, V]`` float32, or None
-        when ``output_final_state`` is false.
+        ``(output, h, final_state)``, newly allocated and contiguous: ``output`` is
+        ``[B, T, H, V]`` in ``q``'s dtype; ``h`` is ``[S, H, K, V]`` in ``q``'s dtype, the state
+        at the start of each chunk for :func:`chunk_gla_bwd` (``S`` = ``B * ceil(T / 64)``, or
+        ``ceil(T / 64) + N - 1`` with ``cu_seqlens``: a slot per chunk, and zeros in the slots
+        between packed sequences; from each segment's start where the walk was split);
+        ``final_state`` is ``[N, H, K, V]`` float32, or None when ``output_final_state`` is
+        false.
 
     Mutates nothing. ``K <= 256`` (``ValueError`` otherwise); ``V`` is unrestricted;
     ``initial_state`` of another shape than ``[N, H, K, V]``: ``ValueError``.
@@ -2510,6 +2538,10 @@ def chunk_gla_fwd(
     o = q.new_empty((B, T, H, V))
     ht = q.new_empty((N, H, K, V), dtype=torch.float32) if output_final_state else None
     h0 = _float32(initial_state)
+    use_cu = cu_seqlens is not None
+    NT = cdiv(T, _BT)
+    # State slots: one per chunk; packed sequences also leave at most one gap slot each.
+    NS = NT + N - 1 if use_cu else B * NT
 
     if N * H * K * V == 0 or B * T == 0:
         # Nothing to launch: no tokens, so outputs are zeros and the state passes through.
@@ -2519,18 +2551,17 @@ def chunk_gla_fwd(
                 ht.zero_()
             else:
                 ht.copy_(h0)
-        return o, ht
+        return o, q.new_zeros((NS, H, K, V)), ht
 
     if g.dtype is not torch.float32:
         g = g.to(torch.float32)
     BT, (hk, hv, hw, hs), (ok, ov, ow, os_), (fk, fv, fw, fs) = _fwd_config(K, V, q.dtype)
     mode = _mode(q.dtype)
-    use_cu = cu_seqlens is not None
-    NT = cdiv(T, BT)
-    # State slots: one per chunk; packed sequences also leave at most one gap slot each.
-    NS = NT + N - 1 if use_cu else B * NT
     gc = q.new_empty((B, H, T), dtype=torch.float32)
-    h = q.new_empty((NS, H, K, V), dtype=q.dtype if mode == 0 else torch.float32)
+    # The gap slots of packed sequences are never written: zeros keep the returned h defined.
+    h = (q.new_zeros if use_cu else q.new_empty)(
+        (NS, H, K, V), dtype=q.dtype if mode == 0 else torch.float32
+    )
     flag = q.new_empty((1,), dtype=torch.int32) if use_cu else None
     launchable(_gla_fwd_g_kernel, o)[(NS, cdiv(H, _BH))](
         g,
@@ -2549,9 +2580,7 @@ def chunk_gla_fwd(
         num_stages=1,
     )
     tiles = cdiv(K, hk) * cdiv(V, hv)
-    nseg = 1 if use_cu else _segments(N * H * tiles, NT)
-    cps = cdiv(NT, nseg)
-    nseg = cdiv(NT, cps)
+    cps, nseg = _walk_segments(N * H * tiles, NT, use_cu)
     hstart = dch = None
     if nseg == 1:
         launchable(_gla_fwd_h_kernel, o)[(N * H * tiles,)](
@@ -2683,17 +2712,20 @@ def chunk_gla_fwd(
             num_warps=fw,
             num_stages=fs,
         )
-    return o, ht
+    # Under the interpreter bf16 states are walked in float32 (MODE 2); the products round them
+    # to bf16 on use, so h is returned rounded as the GPU stores it.
+    return o, h.to(q.dtype), ht
 
 
-def chunk_gla_bwd(q, k, v, g, scale: float | None, initial_state, cu_seqlens, do, dht):
+def chunk_gla_bwd(q, k, v, g, scale: float | None, initial_state, cu_seqlens, do, dht, h=None):
     """Backward of ``chunk_gla``: the gradients of every differentiable forward input.
 
     Chunks of 64 tokens, in three or four launches (six or seven with ``cu_seqlens``): the
-    cumulative log-decay within each chunk, as in :func:`chunk_gla_fwd`; in one launch, the
-    state at the start of each chunk (as the forward computes it) and the gradient of the state
-    at the end of each chunk, one program per (sequence, head, state tile) walking its chunks
-    forwards or backwards (the last backward step gives ``dh0``); then ``dq``, ``dk`` and ``dg``
+    cumulative log-decay within each chunk, as in :func:`chunk_gla_fwd`; the gradient of the
+    state at the end of each chunk, one program per (sequence, head, state tile) walking its
+    chunks backwards (the last step gives ``dh0``), side by side in one launch with the walk
+    that recomputes the state at the start of each chunk unless ``h`` brings the forward's;
+    then ``dq``, ``dk`` and ``dg``
     from those states and the in-chunk attention: for 16-bit inputs with ``K <= 64`` one
     item per (chunk, head) that computes ``dv`` as well, taken in turn by two programs per SM
     (Note [persistent passes]; one program per item with ``cu_seqlens``), otherwise one program
@@ -2714,6 +2746,9 @@ def chunk_gla_bwd(q, k, v, g, scale: float | None, initial_state, cu_seqlens, do
             covers are zeros).
         do: ``[B, T, H, V]``, the gradient of ``output`` (``q``'s dtype), any strides.
         dht: ``[N, H, K, V]`` float32, the gradient of ``final_state``, or None (zero).
+        h: the ``h`` that :func:`chunk_gla_fwd` returned for these inputs, or None (the states
+            are then recomputed, as they are also where the forward walked segments). Of
+            another shape, dtype or device: ``ValueError``.
 
     Returns:
         ``(dq, dk, dv, dg, dh0)``, newly allocated and contiguous: ``dq`` ``[B, T, H, K]`` in
@@ -2721,9 +2756,8 @@ def chunk_gla_bwd(q, k, v, g, scale: float | None, initial_state, cu_seqlens, do
         ``v``'s dtype, ``dg`` ``[B, T, H]`` float32, ``dh0`` ``[N, H, K, V]`` float32 (the
         gradient of ``initial_state``, returned also when it is None).
 
-    Mutates nothing. Scratch: two ``[S, H, K, V]`` state tensors (``S`` = number of chunks,
-    plus ``N - 1`` with ``cu_seqlens``; ``q``'s dtype for 16-bit inputs on a GPU, else
-    float32), float32 ``[B, H, T]`` and, for ``K`` over 64 when ``dv`` has its own launch,
+    Mutates nothing. Scratch: one ``[S, H, K, V]`` state tensor, two without a usable ``h``
+    (``S`` as for ``h``; ``q``'s dtype for 16-bit inputs on a GPU, else float32), float32 ``[B, H, T]`` and, for ``K`` over 64 when ``dv`` has its own launch,
     ``[K / 64, B, T, H]``; with
     ``cu_seqlens`` also the fallback's float32 ``NV * (2 * T * H * K + T * H + N * H)``
     (``NV`` = number of V blocks). ``K <= 256`` (``ValueError`` otherwise); ``initial_state``
@@ -2735,6 +2769,7 @@ def chunk_gla_bwd(q, k, v, g, scale: float | None, initial_state, cu_seqlens, do
     cu_seqlens, N = _packed(cu_seqlens, B, T, q.device)
     _per_sequence("initial_state", initial_state, (N, H, K, V))
     _per_sequence("dht", dht, (N, H, K, V))
+    h_saved = _saved_states(h, q, v, N, cu_seqlens is not None)
     dq = q.new_empty((B, T, H, K))
     dk = k.new_empty((B, T, H, K))
     dv = v.new_empty((B, T, H, V))
@@ -2767,7 +2802,6 @@ def chunk_gla_bwd(q, k, v, g, scale: float | None, initial_state, cu_seqlens, do
     NKG = cdiv(K, qk)
     gc = q.new_empty((B, H, T), dtype=torch.float32)
     sdt = q.dtype if mode == 0 else torch.float32
-    h = q.new_empty((NS, H, K, V), dtype=sdt)
     dh = q.new_empty((NS, H, K, V), dtype=sdt)
     dg_part = q.new_empty((NKG, B, T, H), dtype=torch.float32) if NKG > 1 else None
     flag = q.new_empty((1,), dtype=torch.int32) if use_cu else None
@@ -2791,10 +2825,17 @@ def chunk_gla_bwd(q, k, v, g, scale: float | None, initial_state, cu_seqlens, do
     )
     tiles = cdiv(K, hk) * cdiv(V, hv)
     NP = N * H * tiles
-    nseg = 1 if use_cu else _segments(NP, NT, _BWD_SEG_MAX_PROGRAMS)
-    cps = cdiv(NT, nseg)
-    nseg = cdiv(NT, cps)
+    cps, nseg = _walk_segments(NP, NT, use_cu, _BWD_SEG_MAX_PROGRAMS)
     hstart = dch = dhend = ddch = None
+    if h_saved is not None and (nseg > 1 or _walk_segments(NP, NT, use_cu)[1] > 1):
+        # The forward walked segments: its h holds states from each segment's start. The walks
+        # here recompute them (in segments, or whole).
+        h_saved = None
+    if h_saved is None:
+        h = q.new_empty((NS, H, K, V), dtype=sdt)
+    else:
+        # The forward's chunk states, walked whole as here: only the gradients are walked.
+        h = h_saved if mode != 2 else h_saved.to(torch.float32)
     if nseg > 1:
         # The carried float32 state tiles that the dq/dk/dg pass then loads take shared memory
         # in every pipeline stage: three stages of K = V = 128 need 328 KiB, over the H200's 227.
@@ -2858,7 +2899,7 @@ def chunk_gla_bwd(q, k, v, g, scale: float | None, initial_state, cu_seqlens, do
             num_warps=4,
             num_stages=1,
         )
-    elif _BWD_STATES_FUSED:
+    elif _BWD_STATES_FUSED and h_saved is None:
         launchable(_gla_bwd_states_kernel, dv)[(2 * NP,)](
             k,
             v,
@@ -2893,31 +2934,32 @@ def chunk_gla_bwd(q, k, v, g, scale: float | None, initial_state, cu_seqlens, do
             num_stages=hs,
         )
     else:
-        launchable(_gla_fwd_h_kernel, dv)[(N * H * cdiv(K, hk) * cdiv(V, hv),)](
-            k,
-            v,
-            gc,
-            h0,
-            h,
-            None,
-            cu,
-            T,
-            H,
-            NT,
-            *k_s,
-            *v_s,
-            K=K,
-            V=V,
-            BT=BT,
-            BK=hk,
-            BV=hv,
-            USE_CU=use_cu,
-            USE_H0=h0 is not None,
-            STORE_HT=False,
-            MODE=mode,
-            num_warps=hw,
-            num_stages=hs,
-        )
+        if h_saved is None:
+            launchable(_gla_fwd_h_kernel, dv)[(N * H * cdiv(K, hk) * cdiv(V, hv),)](
+                k,
+                v,
+                gc,
+                h0,
+                h,
+                None,
+                cu,
+                T,
+                H,
+                NT,
+                *k_s,
+                *v_s,
+                K=K,
+                V=V,
+                BT=BT,
+                BK=hk,
+                BV=hv,
+                USE_CU=use_cu,
+                USE_H0=h0 is not None,
+                STORE_HT=False,
+                MODE=mode,
+                num_warps=hw,
+                num_stages=hs,
+            )
         launchable(_gla_bwd_dh_kernel, dv)[(N * H * cdiv(K, hk) * cdiv(V, hv),)](
             q,
             do,
