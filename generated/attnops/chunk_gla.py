@@ -327,7 +327,9 @@ def chunk_gla(
     ``S_t = exp(g_t) S_{t-1} + k_t^T v_t`` and ``output_t = scale * q_t S_t`` per sequence and head;
     ``scale`` defaults to ``K ** -0.5``. With ``cu_seqlens`` the batch (``B == 1``) packs
     ``N`` sequences of variable length; ``initial_state`` and ``final_state`` hold one state per
-    sequence.
+    sequence. Where autograd records the call, the state at the start of each chunk of 64
+    tokens is kept for the backward (an ``[H, K, V]`` state per chunk in ``q``'s dtype, about
+    ``V / 64`` times the size of ``q``), so that the backward does not walk the sequence twice.
 
     Args:
         q: ``[B, T, H, K]``, bfloat16 | float16 | float32.
