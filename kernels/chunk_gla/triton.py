@@ -2725,8 +2725,7 @@ def chunk_gla_bwd(q, k, v, g, scale: float | None, initial_state, cu_seqlens, do
     state at the end of each chunk, one program per (sequence, head, state tile) walking its
     chunks backwards (the last step gives ``dh0``), side by side in one launch with the walk
     that recomputes the state at the start of each chunk unless ``h`` brings the forward's;
-    then ``dq``, ``dk`` and ``dg``
-    from those states and the in-chunk attention: for 16-bit inputs with ``K <= 64`` one
+    then ``dq``, ``dk`` and ``dg`` from those states and the in-chunk attention: for 16-bit inputs with ``K <= 64`` one
     item per (chunk, head) that computes ``dv`` as well, taken in turn by two programs per SM
     (Note [persistent passes]; one program per item with ``cu_seqlens``), otherwise one program
     per (chunk, head, K block) and a fourth launch for ``dv``, one program per (chunk, head,
@@ -2757,9 +2756,9 @@ def chunk_gla_bwd(q, k, v, g, scale: float | None, initial_state, cu_seqlens, do
         gradient of ``initial_state``, returned also when it is None).
 
     Mutates nothing. Scratch: one ``[S, H, K, V]`` state tensor, two without a usable ``h``
-    (``S`` as for ``h``; ``q``'s dtype for 16-bit inputs on a GPU, else float32), float32 ``[B, H, T]`` and, for ``K`` over 64 when ``dv`` has its own launch,
-    ``[K / 64, B, T, H]``; with
-    ``cu_seqlens`` also the fallback's float32 ``NV * (2 * T * H * K + T * H + N * H)``
+    (``S`` as for ``h``; ``q``'s dtype for 16-bit inputs on a GPU, else float32), float32
+    ``[B, H, T]`` and, for ``K`` over 64 when ``dv`` has its own launch, ``[K / 64, B, T, H]``;
+    with ``cu_seqlens`` also the fallback's float32 ``NV * (2 * T * H * K + T * H + N * H)``
     (``NV`` = number of V blocks). ``K <= 256`` (``ValueError`` otherwise); ``initial_state``
     or ``dht`` of another shape than ``[N, H, K, V]``: ``ValueError``.
     """
