@@ -6,7 +6,8 @@ each chunk's first token, in the slot the kernels give that chunk; zeros in the 
 packed sequences). The backward given ``h`` must give what it gives recomputing the states, must
 not launch the walk that recomputes them, and must ignore ``h`` where the forward walked
 segments (its ``h`` then holds states from each segment's start). An ``h`` of the wrong shape,
-dtype or device is refused before any launch.
+dtype or device is refused before any launch. Through the public function under autograd (with
+and without the eager fast path), the forward's ``h`` reaches the backward.
 """
 
 from __future__ import annotations
@@ -182,4 +183,28 @@ def test_backward_reads_strided_states():
     want = C.chunk_gla_bwd(q, k, v, g, None, h0, None, do, dht, h)
     got = C.chunk_gla_bwd(q, k, v, g, None, h0, None, do, dht, strided)
     for a, b in zip(got, want, strict=True):
+        assert torch.equal(a, b)
+
+
+@pytest.mark.parametrize("fast_path", [True, False], ids=["eager_fast_path", "dispatcher"])
+def test_public_backward_reuses_the_forward_states(monkeypatch, fast_path):
+    # Through the public function under autograd: the forward's h reaches the backward, which
+    # then launches the gradient walk alone.
+    import attnops
+    from attnops import _runtime
+
+    monkeypatch.setattr(_runtime, "_EAGER_FAST_PATH", _runtime._EAGER_FAST_PATH)
+    _runtime.set_eager_fast_path(fast_path)
+    B, T, H, K, V = 1, 130, 2, 16, 24
+    q, k, v, g, h0, do, _ = _inputs(B, T, H, K, V, torch.float32, B)
+    leaves = [x.clone().requires_grad_() for x in (q, k, v, g)]
+    seen = _launches(monkeypatch)
+    out = attnops.chunk_gla(*leaves, initial_state=h0)
+    assert "_gla_fwd_h_kernel" in seen, seen
+    seen.clear()
+    got = torch.autograd.grad(out.output, leaves, do)
+    assert "_gla_bwd_dh_kernel" in seen, seen
+    assert "_gla_bwd_states_kernel" not in seen and "_gla_fwd_h_kernel" not in seen, seen
+    want = C.chunk_gla_bwd(q, k, v, g, None, h0, None, do, None)
+    for a, b in zip(got, want, strict=False):
         assert torch.equal(a, b)
