@@ -2467,14 +2467,20 @@ def _per_sequence(name, x, shape):
         raise ValueError(f"chunk_gla: {name} must have shape {shape}, got {tuple(x.shape)}")
 
 
+def _state_slots(B, T, N, use_cu):
+    # State slots of the chunk states: one per chunk of each sequence; packed sequences also
+    # leave at most one gap slot each.
+    NT = cdiv(T, _BT)
+    return NT + N - 1 if use_cu else B * NT
+
+
 def _saved_states(h, q, v, N, use_cu):
     """None, or the forward's chunk states ``h`` (as :func:`chunk_gla_fwd` returns them: shape
     ``[S, H, K, V]``, ``q``'s dtype and device) read contiguously; anything else: ValueError."""
     if h is None:
         return None
     B, T, H, K = q.shape
-    NT = cdiv(T, _BT)
-    shape = (NT + N - 1 if use_cu else B * NT, H, K, v.shape[-1])
+    shape = (_state_slots(B, T, N, use_cu), H, K, v.shape[-1])
     if not isinstance(h, torch.Tensor):
         raise ValueError(f"chunk_gla: h must be a tensor of shape {shape}, got {type(h).__name__}")
     if tuple(h.shape) != shape or h.dtype != q.dtype or h.device != q.device:
@@ -2540,8 +2546,7 @@ def chunk_gla_fwd(
     h0 = _float32(initial_state)
     use_cu = cu_seqlens is not None
     NT = cdiv(T, _BT)
-    # State slots: one per chunk; packed sequences also leave at most one gap slot each.
-    NS = NT + N - 1 if use_cu else B * NT
+    NS = _state_slots(B, T, N, use_cu)
 
     if N * H * K * V == 0 or B * T == 0:
         # Nothing to launch: no tokens, so outputs are zeros and the state passes through.
@@ -2796,7 +2801,7 @@ def chunk_gla_bwd(q, k, v, g, scale: float | None, initial_state, cu_seqlens, do
     cu = cu_seqlens
     use_cu = cu is not None
     NT = cdiv(T, BT)
-    NS = NT + N - 1 if use_cu else B * NT
+    NS = _state_slots(B, T, N, use_cu)
     NTOK = B * T
     NKG = cdiv(K, qk)
     gc = q.new_empty((B, H, T), dtype=torch.float32)
