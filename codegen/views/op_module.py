@@ -998,6 +998,8 @@ def _runtime_imports(op, public: PublicView) -> tuple[str, ...]:
         used.add("register_triton_op")
     if public.direct is not None:
         used.add("direct_ok")
+        if public.direct.function is None:
+            used.update(("grad_enabled", "set_grad_enabled"))
     return tuple(sorted(used))
 
 

@@ -10,8 +10,10 @@ from torch import Tensor
 
 from ._runtime import check_mutated as _check_mutated
 from ._runtime import direct_ok as _direct_ok
+from ._runtime import grad_enabled as _grad_enabled
 from ._runtime import launcher as _launcher
 from ._runtime import scalar_error as _scalar_error
+from ._runtime import set_grad_enabled as _set_grad_enabled
 from ._runtime import tensor_error as _tensor_error
 
 torch.library.define(
@@ -174,8 +176,13 @@ def recurrent_gla_step(
     if not torch.compiler.is_compiling():
         _check_mutated("recurrent_gla_step", "state", state, {"q": q, "k": k, "v": v, "g": g})
     if not torch.compiler.is_compiling() and _direct_ok(state, q, k, v, g):
-        with torch.no_grad():
+        # Note [grad mode on the fast path] (_runtime).
+        _grad = _grad_enabled()
+        _set_grad_enabled(False)
+        try:
             output = _recurrent_gla_step_fwd_direct(state, q, k, v, g, scale)
+        finally:
+            _set_grad_enabled(_grad)
         torch.autograd.graph.increment_version(state)
         return RecurrentGlaStepOutput(output)
     # Note [no backward]: like torch's non-differentiable operators, the outputs never require
