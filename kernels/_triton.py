@@ -37,15 +37,20 @@ def launchable(kernel, like: torch.Tensor):
     only works on functions annotated with triton.jit"); it cannot be traced either way, so it is
     always returned as it is.
     """
-    if (
+    if _traced(like) and not isinstance(kernel, InterpretedFunction):
+        return torch.library.wrap_triton(kernel)
+    return kernel
+
+
+def _traced(like: torch.Tensor) -> bool:
+    # Whether a launch for ``like`` goes through wrap_triton (``launchable``).
+    return bool(
         _is_compiling()
         or _dispatch_stack_len()
         or is_in_torch_dispatch_mode()
         or type(like) is not _Tensor
         or like.is_meta
-    ) and not isinstance(kernel, InterpretedFunction):
-        return torch.library.wrap_triton(kernel)
-    return kernel
+    )
 
 
 def cdiv(a: int, b: int) -> int:
@@ -63,3 +68,120 @@ def next_power_of_2(n: int) -> int:
     if type(n) is int:
         return 1 << (n - 1).bit_length() if n > 0 else 0
     return triton.next_power_of_2(n)
+
+
+# Note [cached launches]: ``kernel[grid](*args)`` spends 13-18 us of host time per launch on the
+# H200's host before the kernel is queued (binding and specializing every argument, computing
+# the cache key, reading Triton's knobs, building launch metadata); the launch itself, the
+# compiled kernel's C launcher, takes about 6. Where a launcher knows a cheap key that
+# determines the compiled kernel (the values of its int and constexpr arguments, its launch
+# options and the 16-byte alignment of each tensor argument: everything Triton specializes on,
+# for fixed tensor dtypes), ``CachedLaunches`` makes the first launch of each key through
+# ``kernel[grid]``, keeps the compiled kernel it returns, and sends later launches with that key
+# straight to its C launcher on the current device and stream. It falls back to
+# ``kernel[grid]`` wherever that would do more than launch: under tracing (``launchable``),
+# under Triton's interpreter, and while Triton launch hooks (a profiler such as proton) or
+# pre-run hooks are installed. A launcher that launches several kernels reads that state once
+# (``launch_state``) and passes it to each. ``VERIFY`` (for tests) checks on every cached launch
+# that Triton's own binding picks the same compiled kernel.
+VERIFY = False
+_MAX_KEYS = 512
+_knobs = getattr(triton, "knobs", None)
+_runtime_knobs = getattr(_knobs, "runtime", None)
+_compilation_knobs = getattr(_knobs, "compilation", None)
+# The C launcher's arguments are those of Triton's CUDA backend, from 3.x with knobs on.
+_CACHEABLE = _runtime_knobs is not None and _compilation_knobs is not None
+_CACHEABLE = _CACHEABLE and torch.version.hip is None
+
+# The current CUDA device without torch.cuda's lazy-init check (a CUDA tensor is at hand, so
+# CUDA is initialized); torch.cuda's own, which explains itself, on a build without CUDA.
+_get_device = getattr(torch._C, "_cuda_getDevice", torch.cuda.current_device)
+
+
+def _current_device() -> int:
+    return _get_device()
+
+
+def _on_gpu(like: torch.Tensor) -> bool:
+    return like.is_cuda
+
+
+def _raw_stream(device: int) -> int:
+    return torch._C._cuda_getCurrentRawStream(device)
+
+
+def launch_state(like: torch.Tensor):
+    """What cached launches for ``like`` (a tensor the launcher allocated) need: ``(compiled
+    kernels' key prefix, stream)``, or None where every launch must go through
+    ``launchable(kernel, like)[grid]`` (Note [cached launches])."""
+    rt = _runtime_knobs
+    if (
+        not _CACHEABLE
+        or not _on_gpu(like)  # a CPU tensor: only Triton's interpreter launches for it
+        or _traced(like)
+        # Installed launch hooks: Triton 3.6 keeps them in a HookChain (its ``calls``), earlier
+        # versions as a callable or None.
+        or getattr(rt.launch_enter_hook, "calls", rt.launch_enter_hook)
+        or getattr(rt.launch_exit_hook, "calls", rt.launch_exit_hook)
+    ):
+        return None
+    device = _current_device()
+    # Triton compiles per device and folds its debug and instrumentation knobs into the kernel.
+    prefix = (device, rt.debug, _compilation_knobs.instrumentation_mode)
+    return prefix, _raw_stream(device)
+
+
+class CachedLaunches:
+    """Launches of one ``@triton.jit`` kernel by a key the caller computes (Note [cached
+    launches])."""
+
+    __slots__ = ("kernel", "_compiled", "_usable")
+
+    def __init__(self, kernel):
+        self.kernel = kernel
+        self._compiled: dict = {}
+        self._usable = not isinstance(kernel, InterpretedFunction) and hasattr(
+            kernel, "pre_run_hooks"
+        )
+
+    def __call__(self, grid: tuple, like: torch.Tensor, key, *args, **options) -> None:
+        """``kernel[grid](*args, **options)``, every kernel argument positional (constexprs
+        included). ``key`` must determine the compiled kernel: every int and constexpr argument
+        (or what Triton specializes on in it), the alignment of every tensor argument to 16 bytes,
+        and ``options``; tensor dtypes must be fixed at the call site."""
+        self.launch(launch_state(like), grid, like, key, *args, **options)
+
+    def launch(self, state, grid: tuple, like: torch.Tensor, key, *args, **options) -> None:
+        """``self(grid, like, key, *args, **options)`` with ``state = launch_state(like)`` read
+        by the caller, once for all the launches of one call."""
+        kernel = self.kernel
+        if state is None or not self._usable or kernel.pre_run_hooks:
+            launchable(kernel, like)[grid](*args, **options)
+            return
+        prefix, stream = state
+        full_key = (prefix, key)
+        compiled = self._compiled.get(full_key)
+        if compiled is None:
+            compiled = kernel[grid](*args, **options)
+            if len(self._compiled) >= _MAX_KEYS:
+                self._compiled.clear()
+            self._compiled[full_key] = compiled
+            return
+        if VERIFY and kernel.warmup(*args, grid=grid, **options) is not compiled:
+            raise AssertionError(
+                f"cached launch of {kernel.__name__}: key {key!r} maps to a kernel compiled for "
+                "other arguments (the key misses something Triton specializes on)"
+            )
+        n = len(grid)
+        compiled.run(
+            grid[0],
+            grid[1] if n > 1 else 1,
+            grid[2] if n > 2 else 1,
+            stream,
+            compiled.function,
+            compiled.packed_metadata,
+            None,
+            None,
+            None,
+            *args,
+        )
