@@ -92,6 +92,25 @@ def synced_us(fn: Fn, *, calls: int, rounds: int, sync: Fn, grad: bool = False) 
     return statistics.median(per_round)
 
 
+def synced_us_interleaved(
+    fns: dict[str, Fn], *, calls: int, rounds: int, sync: Fn
+) -> dict[str, float]:
+    """``synced_us`` of each of ``fns``, their rounds taken in turn: a host whose speed drifts
+    during the run (clock ramps, neighbours) favours none of them. Median over rounds."""
+    per_round: dict[str, list[float]] = {name: [] for name in fns}
+    for fn in fns.values():
+        fn()
+        sync()
+    for _ in range(rounds):
+        for name, fn in fns.items():
+            start = time.perf_counter_ns()
+            for _ in range(calls):
+                fn()
+                sync()
+            per_round[name].append((time.perf_counter_ns() - start) / calls / 1e3)
+    return {name: statistics.median(v) for name, v in per_round.items()}
+
+
 def copy_graph_us(nbytes: int, device: torch.device, **kw) -> float:
     """GPU time of a device-to-device copy moving ``nbytes`` (read + written), by graph replay."""
     n = max(nbytes // 2, 1)

@@ -6,7 +6,8 @@ Run with the checkout importable as ``suite.sh`` makes it (``attnops``, ``attnop
 
 - ``block_mask_worklist`` at mask (8, 16, 128, 128), 30% True: synchronized time per call
   against ``torch.nonzero``; host cost of each step (count launch, the host read of nnz,
-  allocation, write launch) and GPU time of each kernel by CUDA-graph replay, with the default
+  allocation, write launch; each launch through ``kernel[grid]`` and through the launcher's
+  cached path) and GPU time of each kernel by CUDA-graph replay, with the default
   row chunks and with chunks of one and of four rows.
 - ``gate`` at g = (4, 8192, 16, 128) bf16: GPU time of each kernel (forward; backward
   elementwise pass; sum of the partials) against a device-to-device copy of the same bytes,
@@ -34,7 +35,7 @@ if DRY:
     os.environ["TRITON_INTERPRET"] = "1"
 
 import torch  # noqa: E402
-from _timing import copy_graph_us, graph_us, markdown, synced_us  # noqa: E402
+from _timing import copy_graph_us, graph_us, markdown, synced_us_interleaved  # noqa: E402
 
 DEV = "cpu" if DRY else "cuda"
 sync = (lambda: None) if DRY else torch.cuda.synchronize
@@ -85,10 +86,11 @@ def worklist(quick: bool):
         programs = W.cdiv(rows, per)
         strides = m.stride()
         counts = m.new_empty((programs,), dtype=torch.int32)
+        host = counts if DRY else torch.empty_like(counts, device="cpu", pin_memory=True)
 
         def count():
             W._block_count_kernel[(programs,)](
-                m, counts, rows, per, H, QB, KB, *strides,
+                m, counts, host, rows, per, H, QB, KB, *strides,
                 BLOCK_ROWS=block_rows, BLOCK_KB=block_kb, num_warps=W._NUM_WARPS,
             )  # fmt: skip
 
@@ -106,37 +108,68 @@ def worklist(quick: bool):
         write()
         sync()
         assert torch.equal(res, torch.nonzero(mask).int()), "worklist differs from nonzero"
+        # The same launches through the launcher's cached path (Note [cached launches]).
+        key = ((rows, per, H, QB, KB, *strides, block_rows, block_kb), True)
 
-        def read_nnz():
+        def count_cached():
+            W._count(
+                (programs,), counts, key, m, counts, host, rows, per, H, QB, KB, *strides,
+                block_rows, block_kb, num_warps=W._NUM_WARPS,
+            )  # fmt: skip
+
+        def write_cached():
+            W._write(
+                (programs,), res, key, m, counts, res, programs, rows, per, H, QB, KB, *strides,
+                KB <= block_kb, block_rows, block_kb, W.next_power_of_2(programs),
+                num_warps=W._NUM_WARPS,
+            )  # fmt: skip
+
+        res.zero_()
+        count_cached()
+        write_cached()
+        sync()
+        assert torch.equal(res, torch.nonzero(mask).int()), "cached launches differ from nonzero"
+
+        def read_nnz(read):
             count()
             sync()
             start = time.perf_counter_ns()
-            int(counts.cpu().sum())
+            read()
             return (time.perf_counter_ns() - start) / 1e3
 
-        item_us = statistics.median(read_nnz() for _ in range(2 if DRY else 50))
+        def read_host():
+            if not DRY:
+                torch.cuda.current_stream().synchronize()
+            return int(host.sum())
+
+        copy_us = statistics.median(
+            read_nnz(lambda: int(counts.cpu().sum())) for _ in range(2 if DRY else 50)
+        )
+        item_us = statistics.median(read_nnz(read_host) for _ in range(2 if DRY else 50))
         rows_out = [
             ("count launch", host_per_call(count), graph_us(count, calls=20)),
-            ("host read of nnz (counts.cpu().sum())", item_us, None),
+            ("host read of nnz (stream sync, sum of the host counts)", item_us, None),
             ("new_empty (nnz, 4)", host_per_call(lambda: counts.new_empty((nnz, 4))), None),
             ("write launch", host_per_call(write), graph_us(write, calls=20)),
         ]
-        return programs, rows_out
+        cached = [
+            ("count launch, cached", host_per_call(count_cached)),
+            ("write launch, cached", host_per_call(write_cached)),
+            ("host read of nnz by a copy back (counts.cpu().sum())", copy_us),
+        ]
+        return programs, rows_out, cached
 
-    t = {
-        "attnops.block_mask_worklist": synced_us(
-            lambda: public(mask), calls=calls, rounds=rounds, sync=sync
-        ),
-        "launcher": synced_us(
-            lambda: W.block_mask_worklist(mask),
-            calls=calls,
-            rounds=rounds,
-            sync=sync,
-        ),
-        "torch.nonzero": synced_us(
-            lambda: torch.nonzero(mask), calls=calls, rounds=rounds, sync=sync
-        ),
-    }
+    # Rounds in turn, so that a drifting host speed favours none of them.
+    t = synced_us_interleaved(
+        {
+            "attnops.block_mask_worklist": lambda: public(mask),
+            "launcher": lambda: W.block_mask_worklist(mask),
+            "torch.nonzero": lambda: torch.nonzero(mask),
+        },
+        calls=calls,
+        rounds=rounds,
+        sync=sync,
+    )
     ours = t["attnops.block_mask_worklist"]
     out.append("### synchronized time per call (us)")
     out.append(
@@ -149,8 +182,9 @@ def worklist(quick: bool):
         (W._TILE, "default chunks"),
         (KB, "one row a chunk"),
         (4 * KB, "4 rows a chunk"),
+        (4 * W._TILE, "4 times the default chunk"),
     ):
-        programs, rows_out = parts(tile)
+        programs, rows_out, cached = parts(tile)
         out.append(f"### steps, {label} ({programs} programs): host us per call, GPU us")
         body = [(name, f"{h:.1f}", "-" if g is None else f"{g:.1f}") for name, h, g in rows_out]
         body.append(
@@ -161,6 +195,12 @@ def worklist(quick: bool):
             )
         )
         out.append(markdown(("step", "host us", "GPU us (graph)"), body))
+        out.append(
+            "Other paths: the cached launches, which the launcher takes after the first call "
+            "(Note [cached launches]): "
+            + ", ".join(f"{name} {h:.1f} us" for name, h in cached)
+            + "."
+        )
     return out
 
 

@@ -104,7 +104,7 @@ from _timing import (  # noqa: E402
     markdown,
     max_abs,
     max_abs_diff,
-    synced_us,
+    synced_us_interleaved,
 )
 
 
@@ -307,13 +307,20 @@ def spy_wrap_triton():
 
 @contextlib.contextmanager
 def wrap_forced(module):
-    """Launch through ``torch.library.wrap_triton`` always: the launch path before the change."""
-    orig = module.launchable
-    module.launchable = lambda kernel, like: torch.library.wrap_triton(kernel)
+    """Launch through ``torch.library.wrap_triton`` always: the launch path before the change.
+
+    Launchers that launch through ``CachedLaunches`` reach ``launchable`` in ``_triton``.
+    """
+    from attnops_kernels import _triton
+
+    saved = [(m, m.launchable) for m in {module, _triton} if hasattr(m, "launchable")]
+    for m, _ in saved:
+        m.launchable = lambda kernel, like: torch.library.wrap_triton(kernel)
     try:
         yield
     finally:
-        module.launchable = orig
+        for m, orig in saved:
+            m.launchable = orig
 
 
 def first_call(ctx: Ctx, op: str, call: Callable, sizes: list[Callable[[], tuple]]) -> dict:
@@ -1465,18 +1472,19 @@ class BlockMask:
             "torch.nonzero": lambda: torch.nonzero(mb),
             "block_mask_worklist_ref (nonzero + int32)": lambda: self.ref(mb),
         }
-        t = {
-            name: ctx.cell(
-                f"synced {name}",
-                lambda fn=fn: synced_us(fn, calls=calls, rounds=rounds, sync=ctx.sync),
-            )
-            for name, fn in impls.items()
-        }
+        # Rounds in turn, so that a drifting host speed favours none of them.
+        t = ctx.cell(
+            "synced",
+            lambda: synced_us_interleaved(impls, calls=calls, rounds=rounds, sync=ctx.sync),
+        )
+        if isinstance(t, NA):
+            t = dict.fromkeys(impls, t)
         ctx.record(self.name, "synced", t)
         ours = t["attnops.block_mask_worklist"]
         out.append(
             f"### eager time per call, synchronized after each (incl. the host read of nnz), "
-            f"mask {self.big}, 30% True (us; ratio baseline / ours)"
+            f"mask {self.big}, 30% True (us, median of {rounds} rounds of {calls} calls, the "
+            "implementations' rounds in turn; ratio baseline / ours)"
         )
         out.append(
             markdown(

@@ -13,6 +13,7 @@ from __future__ import annotations
 import pytest
 import torch
 
+from attnops_kernels import _triton as T
 from attnops_kernels.block_mask_worklist import triton as W
 
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
@@ -20,6 +21,10 @@ needs_cuda = pytest.mark.skipif(
     not torch.cuda.is_available(),
     reason="no CUDA device: programs running side by side need a GPU (the interpreter runs "
     "them one after another)",
+)
+needs_compiled = pytest.mark.skipif(
+    not torch.cuda.is_available(),
+    reason="no CUDA device: cached launches call compiled kernels (the interpreter compiles none)",
 )
 
 
@@ -31,21 +36,14 @@ def _mask(shape, density, seed=0, device=DEVICE):
 def _programs(monkeypatch):
     # The grid of each count launch.
     grids = []
-    launchable = W.launchable
+    count = W._count
 
-    def spy(kernel, like):
-        launcher = launchable(kernel, like)
-        if kernel is not W._block_count_kernel:
-            return launcher
+    class Spy:
+        def launch(self, state, grid, *args, **kwargs):
+            grids.append(grid[0])
+            return count.launch(state, grid, *args, **kwargs)
 
-        class Grid:
-            def __getitem__(self, grid):
-                grids.append(grid[0])
-                return launcher[grid]
-
-        return Grid()
-
-    monkeypatch.setattr(W, "launchable", spy)
+    monkeypatch.setattr(W, "_count", Spy())
     return grids
 
 
@@ -106,3 +104,70 @@ def test_odd_shapes_on_cuda(shape):
         want = torch.nonzero(view).to(torch.int32)
         for _ in range(5):
             assert torch.equal(W.block_mask_worklist(view), want)
+
+
+def _unaligned(shape, density, offset, seed=7):
+    # A mask view whose first entry sits ``offset`` bytes past a 16-byte boundary.
+    n = shape[0] * shape[1] * shape[2] * shape[3]
+    flat = _mask((n + 16,), density, seed=seed)
+    return flat[offset : offset + n].view(shape)
+
+
+@needs_compiled
+def test_cached_launches_pick_the_kernel_triton_would(monkeypatch):
+    # Note [cached launches]: with VERIFY, every launch that skips Triton's binding first checks
+    # that the binding would have picked the same compiled kernel.
+    monkeypatch.setattr(T, "VERIFY", True)
+    base = _mask((4, 6, 40, 50), 0.3, seed=5)
+    masks = [
+        base,
+        base.transpose(1, 2),
+        base[:, :, 1:],
+        base[:, :, :, 1:],
+        _unaligned((4, 6, 40, 50), 0.3, 1),
+        _unaligned((4, 6, 40, 50), 0.3, 16),
+        _unaligned((2, 2, 16, 16), 0.5, 8),
+        _mask((1, 1, 1, 1), 1.0),
+        _mask((2, 1, 3, 1), 0.5),
+        _mask((1, 16, 16, 16), 0.5),
+    ]
+    for _ in range(3):
+        for mask in masks:
+            assert torch.equal(W.block_mask_worklist(mask), torch.nonzero(mask).int())
+
+
+@needs_compiled
+def test_verify_catches_a_key_that_ignores_the_mask_alignment(monkeypatch):
+    # The check above can fail: a key without the mask's alignment maps an unaligned mask to
+    # the kernel compiled for an aligned one.
+    monkeypatch.setattr(T, "VERIFY", True)
+    count = T.CachedLaunches(W._block_count_kernel)
+
+    class Careless:
+        # The plan alone as the key: the alignment flags dropped.
+        def launch(self, state, grid, like, key, *args, **kwargs):
+            return count.launch(state, grid, like, key[0], *args, **kwargs)
+
+    monkeypatch.setattr(W, "_count", Careless())
+    W.block_mask_worklist(_unaligned((1, 1, 4, 64), 0.5, 0))
+    with pytest.raises(AssertionError, match="misses something Triton specializes on"):
+        W.block_mask_worklist(_unaligned((1, 1, 4, 64), 0.5, 1))
+
+
+@needs_compiled
+def test_repeated_calls_skip_tritons_binding(monkeypatch):
+    mask = _mask((3, 5, 64, 64), 0.3, seed=8)
+    want = torch.nonzero(mask).int()
+    assert torch.equal(W.block_mask_worklist(mask), want)
+    bound = []
+    for kernel in (W._block_count_kernel, W._block_write_kernel):
+        run = kernel.run
+
+        def spy(*args, _run=run, **kwargs):
+            bound.append(kwargs.get("warmup"))
+            return _run(*args, **kwargs)
+
+        monkeypatch.setattr(kernel, "run", spy)
+    for _ in range(5):
+        assert torch.equal(W.block_mask_worklist(mask), want)
+    assert bound == []
