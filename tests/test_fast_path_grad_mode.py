@@ -11,18 +11,21 @@ import torch
 
 import attnops
 
+# CPU tensors reach Triton only under the interpreter, which conftest turns on without a GPU.
+DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
+
 
 def _step_inputs():
     B, H, K, V = 1, 2, 4, 8
-    q, k = (torch.randn(B, H, K, requires_grad=True) for _ in range(2))
-    g = torch.nn.functional.logsigmoid(torch.randn(B, H)).requires_grad_()
-    v = torch.randn(B, H, V, requires_grad=True)
-    return torch.zeros(B, H, K, V), q, k, v, g
+    q, k = (torch.randn(B, H, K, device=DEVICE, requires_grad=True) for _ in range(2))
+    g = torch.nn.functional.logsigmoid(torch.randn(B, H, device=DEVICE)).requires_grad_()
+    v = torch.randn(B, H, V, device=DEVICE, requires_grad=True)
+    return torch.zeros(B, H, K, V, device=DEVICE), q, k, v, g
 
 
 CASES = {
     "block_mask_worklist": lambda: attnops.block_mask_worklist(
-        torch.ones(1, 1, 2, 2, dtype=torch.bool)
+        torch.ones(1, 1, 2, 2, dtype=torch.bool, device=DEVICE)
     ),
     "recurrent_gla_step": lambda: attnops.recurrent_gla_step(*_step_inputs(), scale=0.5),
 }
