@@ -171,3 +171,18 @@ def test_repeated_calls_skip_tritons_binding(monkeypatch):
     for _ in range(5):
         assert torch.equal(W.block_mask_worklist(mask), want)
     assert bound == []
+
+
+def test_launch_plans_are_bounded_and_never_reuse_a_number(monkeypatch):
+    # A plan's number keys the compiled kernels of its launches: a number reused after the plans
+    # are dropped would find the kernels compiled for another shape.
+    monkeypatch.setattr(W, "_PLANS", {})
+    monkeypatch.setattr(W, "_MAX_PLANS", 2)
+    numbers = []
+    for shape in [(1, 1, 2, 3), (1, 2, 2, 3), (2, 1, 3, 5), (1, 1, 2, 3)]:
+        mask = _mask(shape, 0.5)
+        _check(mask)
+        assert len(W._PLANS) <= 2
+        numbers.append(W._PLANS[(mask.shape, mask.stride(), W._TILE, W._MAX_PROGRAMS)][0])
+    # The first shape's plan was dropped with the others; it came back under a new number.
+    assert len(set(numbers)) == 4
