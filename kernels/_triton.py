@@ -83,7 +83,8 @@ def next_power_of_2(n: int) -> int:
 # under Triton's interpreter, and while Triton launch hooks (a profiler such as proton) or
 # pre-run hooks are installed. A launcher that launches several kernels reads that state once
 # (``launch_state``) and passes it to each. ``VERIFY`` (for tests) checks on every cached launch
-# that Triton's own binding picks the same compiled kernel.
+# that Triton's own binding picks the same compiled kernel (the same hash: two threads that
+# compile one specialization at once keep two equal kernel objects).
 VERIFY = False
 _MAX_KEYS = 512
 _knobs = getattr(triton, "knobs", None)
@@ -131,6 +132,12 @@ def launch_state(like: torch.Tensor):
     return prefix, _raw_stream(device)
 
 
+def _same_kernel(a, b) -> bool:
+    # Two threads that compile one specialization at once each get a compiled kernel object, and
+    # Triton's cache keeps the last one: the same kernel, told by its hash.
+    return a is b or getattr(a, "hash", a) == getattr(b, "hash", b)
+
+
 class CachedLaunches:
     """Launches of one ``@triton.jit`` kernel by a key the caller computes (Note [cached
     launches])."""
@@ -167,7 +174,7 @@ class CachedLaunches:
                 self._compiled.clear()
             self._compiled[full_key] = compiled
             return
-        if VERIFY and kernel.warmup(*args, grid=grid, **options) is not compiled:
+        if VERIFY and not _same_kernel(kernel.warmup(*args, grid=grid, **options), compiled):
             raise AssertionError(
                 f"cached launch of {kernel.__name__}: key {key!r} maps to a kernel compiled for "
                 "other arguments (the key misses something Triton specializes on)"

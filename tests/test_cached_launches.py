@@ -16,8 +16,9 @@ from attnops_kernels import _triton as T
 
 
 class Compiled:
-    def __init__(self, calls, tag):
+    def __init__(self, calls, tag, hash=None):
         self.calls, self.tag = calls, tag
+        self.hash = f"hash-{tag}" if hash is None else hash
         self.function, self.packed_metadata = f"function-{tag}", f"meta-{tag}"
 
     def run(self, *args):
@@ -139,9 +140,13 @@ def test_verify_refuses_a_key_that_maps_to_another_kernel(stub, monkeypatch):
     kernel.warm = Compiled(kernel.calls, "other")
     with pytest.raises(AssertionError, match="key 'a' maps to a kernel compiled for other"):
         launch((1,), LIKE, "a", 16)
-    kernel.warm = next(iter(launch._compiled.values()))
+    cached = next(iter(launch._compiled.values()))
+    kernel.warm = cached
     launch((1,), LIKE, "a", 2)
-    assert [c[0] for c in kernel.calls] == ["jit", "direct"]
+    # Another object of the same kernel: two threads compiled the specialization at once.
+    kernel.warm = Compiled(kernel.calls, "twin", hash=cached.hash)
+    launch((1,), LIKE, "a", 3)
+    assert [c[0] for c in kernel.calls] == ["jit", "direct", "direct"]
 
 
 def test_the_cache_is_bounded(stub, monkeypatch):

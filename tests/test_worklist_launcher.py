@@ -10,6 +10,8 @@ side, repeatedly.
 
 from __future__ import annotations
 
+import threading
+
 import pytest
 import torch
 
@@ -186,3 +188,30 @@ def test_launch_plans_are_bounded_and_never_reuse_a_number(monkeypatch):
         numbers.append(W._PLANS[(mask.shape, mask.stride(), W._TILE, W._MAX_PROGRAMS)][0])
     # The first shape's plan was dropped with the others; it came back under a new number.
     assert len(set(numbers)) == 4
+
+
+@needs_compiled
+def test_threads_on_their_own_streams(monkeypatch):
+    # Each call reads its own stream and device for its cached launches and waits on that
+    # stream for its counts.
+    monkeypatch.setattr(T, "VERIFY", True)
+    masks = [_mask((4, 8, 64, 64), d, seed=10 + i) for i, d in enumerate((0.1, 0.5, 0.9, 0.3))]
+    wants = [torch.nonzero(m).int() for m in masks]
+    torch.cuda.synchronize()
+    errors = []
+
+    def work(i):
+        try:
+            with torch.cuda.stream(torch.cuda.Stream()):
+                for _ in range(20):
+                    got = W.block_mask_worklist(masks[i])
+                    assert torch.equal(got, wants[i])
+        except BaseException as e:  # noqa: BLE001 - reported below, in the test's thread
+            errors.append(e)
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(len(masks))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors
