@@ -2365,6 +2365,41 @@ _SEG_PROGRAMS = 256
 _SEG_MIN_CHUNKS = 8
 
 
+def _launch_h_walk(like, k, v, gc, h0, h, ht, cu, N, NT, BT, cfg, mode):
+    """The state walk of one program per (sequence, head, state tile), writing the state at the
+    start of each chunk into ``h`` (and the final states into ``ht`` unless it is None): the
+    forward's state pass, and the backward's where it recomputes the states. ``cfg``: the walk's
+    (BK, BV, num_warps, num_stages); ``N`` sequences (``cu``: their offsets, or None)."""
+    _, T, H, K = k.shape
+    V = v.shape[-1]
+    hk, hv, hw, hs = cfg
+    launchable(_gla_fwd_h_kernel, like)[(N * H * cdiv(K, hk) * cdiv(V, hv),)](
+        k,
+        v,
+        gc,
+        h0,
+        h,
+        ht,
+        cu,
+        T,
+        H,
+        NT,
+        *k.stride(),
+        *v.stride(),
+        K=K,
+        V=V,
+        BT=BT,
+        BK=hk,
+        BV=hv,
+        USE_CU=cu is not None,
+        USE_H0=h0 is not None,
+        STORE_HT=ht is not None,
+        MODE=mode,
+        num_warps=hw,
+        num_stages=hs,
+    )
+
+
 def _segments(programs: int, chunks: int, max_programs: int | None = None) -> int:
     """Segments per sequence for a state walk of ``programs`` programs over ``chunks`` chunks
     (1: no split); the split applies at ``max_programs`` programs or fewer (default: the
@@ -2588,31 +2623,7 @@ def chunk_gla_fwd(
     cps, nseg = _walk_segments(N * H * tiles, NT, use_cu)
     hstart = dch = None
     if nseg == 1:
-        launchable(_gla_fwd_h_kernel, o)[(N * H * tiles,)](
-            k,
-            v,
-            gc,
-            h0,
-            h,
-            ht,
-            cu_seqlens,
-            T,
-            H,
-            NT,
-            *k.stride(),
-            *v.stride(),
-            K=K,
-            V=V,
-            BT=BT,
-            BK=hk,
-            BV=hv,
-            USE_CU=use_cu,
-            USE_H0=h0 is not None,
-            STORE_HT=ht is not None,
-            MODE=mode,
-            num_warps=hw,
-            num_stages=hs,
-        )
+        _launch_h_walk(o, k, v, gc, h0, h, ht, cu_seqlens, N, NT, BT, (hk, hv, hw, hs), mode)
     else:
         hend = q.new_empty((N * nseg, H, K, V), dtype=torch.float32)
         hstart = torch.empty_like(hend)
@@ -2939,31 +2950,7 @@ def chunk_gla_bwd(q, k, v, g, scale: float | None, initial_state, cu_seqlens, do
         )
     else:
         if h_saved is None:
-            launchable(_gla_fwd_h_kernel, dv)[(N * H * cdiv(K, hk) * cdiv(V, hv),)](
-                k,
-                v,
-                gc,
-                h0,
-                h,
-                None,
-                cu,
-                T,
-                H,
-                NT,
-                *k_s,
-                *v_s,
-                K=K,
-                V=V,
-                BT=BT,
-                BK=hk,
-                BV=hv,
-                USE_CU=use_cu,
-                USE_H0=h0 is not None,
-                STORE_HT=False,
-                MODE=mode,
-                num_warps=hw,
-                num_stages=hs,
-            )
+            _launch_h_walk(dv, k, v, gc, h0, h, None, cu, N, NT, BT, (hk, hv, hw, hs), mode)
         launchable(_gla_bwd_dh_kernel, dv)[(N * H * cdiv(K, hk) * cdiv(V, hv),)](
             q,
             do,
