@@ -172,8 +172,8 @@ def block_mask_worklist(mask) -> Tensor:
 
     Two launches around one host read: per-program counts of True entries (each program a run
     of whole rows of ``(b, h, q)``), written to device and host memory and added into ``nnz``
-    on the host; then the write
-    pass, where each program adds the counts before its own and places each entry at its rank.
+    on the host; then the write pass, where each program adds the counts before its own and
+    places each entry at its rank.
     The launch arguments of each mask shape and strides are computed once, and repeated
     launches skip Triton's argument binding (Note [cached launches] in ``_triton``).
 
