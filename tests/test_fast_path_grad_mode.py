@@ -1,6 +1,7 @@
 """The eager fast path of an operator without a backward runs its launcher with grad mode off
-and restores the caller's mode afterwards, also when the launcher raises (Note [grad mode on
-the fast path] in the generated ``_runtime``)."""
+and restores the caller's mode afterwards, also when the launcher raises; where no input dtype
+can require grad it leaves grad mode alone (Note [grad mode on the fast path] in the generated
+``_runtime``)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,8 @@ import pytest
 import torch
 
 import attnops
+from codegen.pipeline import analyse
+from codegen.views.op_module import op_view
 
 # CPU tensors reach Triton only under the interpreter, which conftest turns on without a GPU.
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
@@ -29,6 +32,9 @@ CASES = {
     ),
     "recurrent_gla_step": lambda: attnops.recurrent_gla_step(*_step_inputs(), scale=0.5),
 }
+# What the launcher sees under grad mode True, then False: a bool mask cannot require grad, so
+# block_mask_worklist leaves the mode as it is.
+SEEN = {"block_mask_worklist": [True, False], "recurrent_gla_step": [False, False]}
 
 
 @pytest.mark.parametrize("op", list(CASES))
@@ -61,4 +67,44 @@ def test_launcher_runs_without_grad_and_the_mode_comes_back(monkeypatch, op, fai
                 for out in call():
                     assert not out.requires_grad
             assert torch.is_grad_enabled() is mode
-    assert seen == [False, False]
+    assert seen == SEEN[op]
+
+
+def _grad_free(dtypes: str, extra: str = "") -> bool:
+    text = open("ops.yaml").read()
+    old = "      mask: {shape: [B, H, QB, KB], dtypes: [bool], init: mask}\n"
+    assert text.count(old) == 1
+    text = text.replace(
+        old, f"      mask: {{shape: [B, H, QB, KB], dtypes: {dtypes}, init: mask}}\n"
+    )
+    if extra:
+        old = '      schema: "(Tensor mask) -> Tensor coords"'
+        assert text.count(old) == 1
+        text = text.replace(old, '      schema: "(Tensor mask, Tensor other) -> Tensor coords"')
+        text = text.replace(
+            "      mask: {shape: [B, H, QB, KB], dtypes",
+            extra + "      mask: {shape: [B, H, QB, KB], dtypes",
+        )
+    old = "        bool: [0.0, 0.0]\n"
+    assert text.count(old) == 1
+    tolerances = ("bool", "int32", "int64", "uint8", "float32", "float16", "bfloat16")
+    text = text.replace(old, "".join(f"        {d}: [0.0, 0.0]\n" for d in tolerances))
+    _, ops = analyse(text, "ops.yaml", check_imports=False)
+    view = op_view(next(r for r in ops if r.op.name == "block_mask_worklist"))
+    return view.public.direct.grad_free
+
+
+@pytest.mark.parametrize(
+    ("dtypes", "extra", "free"),
+    [
+        ("[bool]", "", True),
+        ("[bool, int32, int64, uint8]", "", True),
+        ("[bool, float32]", "", False),
+        ("[bfloat16]", "", False),
+        # An input typed like another follows that one's dtypes.
+        ("[int32]", "      other: {shape: [B], dtype: mask}\n", True),
+        ("[int32]", "      other: {shape: [B], dtypes: [float16]}\n", False),
+    ],
+)
+def test_grad_mode_is_left_alone_only_where_no_input_can_require_grad(dtypes, extra, free):
+    assert _grad_free(dtypes, extra) is free

@@ -308,6 +308,9 @@ class DirectCall:
     function: str | None  # the Function over the direct stages; None without backward
     call: ForwardCall  # the forward through the direct stages
     mutated: tuple[str, ...]  # inputs written in place: their version counters are bumped
+    # No input dtype can require grad (bool and integer only), so an operator without a backward
+    # runs with grad mode as it is (Note [grad mode on the fast path] in _runtime).
+    grad_free: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -941,7 +944,20 @@ class _Direct(_Base):
             ),
             call=self._direct_forward(),
             mutated=tuple(d.name for d in op.inputs if d.mutated),
+            grad_free=not any(_may_require_grad(op, d) for d in op.inputs),
         )
+
+
+def _may_require_grad(op, decl) -> bool:
+    """Whether an input may be floating (``same_dtype_as`` followed): only floating tensors can
+    require grad."""
+    seen = {decl.name}
+    while decl.same_dtype_as is not None:
+        decl = op.input(decl.same_dtype_as)
+        if decl is None or decl.name in seen:  # refused by validation; assume the worst
+            return True
+        seen.add(decl.name)
+    return any(d.is_floating for d in decl.dtypes)
 
 
 def _backend_views(schema: Schema, backends) -> tuple[BackendView, ...]:
@@ -998,7 +1014,7 @@ def _runtime_imports(op, public: PublicView) -> tuple[str, ...]:
         used.add("register_triton_op")
     if public.direct is not None:
         used.add("direct_ok")
-        if public.direct.function is None:
+        if public.direct.function is None and not public.direct.grad_free:
             used.update(("grad_enabled", "set_grad_enabled"))
     return tuple(sorted(used))
 

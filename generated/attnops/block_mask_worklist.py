@@ -9,9 +9,7 @@ import torch
 from torch import Tensor
 
 from ._runtime import direct_ok as _direct_ok
-from ._runtime import grad_enabled as _grad_enabled
 from ._runtime import launcher as _launcher
-from ._runtime import set_grad_enabled as _set_grad_enabled
 from ._runtime import tensor_error as _tensor_error
 
 torch.library.define("attnops::block_mask_worklist_fwd", "(Tensor mask) -> Tensor coords")
@@ -82,13 +80,8 @@ def block_mask_worklist(mask: Tensor) -> BlockMaskWorklistOutput:
             devices=("cuda", "cpu"),
         )
     if not torch.compiler.is_compiling() and _direct_ok(mask):
-        # Note [grad mode on the fast path] (_runtime).
-        _grad = _grad_enabled()
-        _set_grad_enabled(False)
-        try:
-            coords = _block_mask_worklist_fwd_direct(mask)
-        finally:
-            _set_grad_enabled(_grad)
+        # Note [grad mode on the fast path] (_runtime): no input dtype can require grad.
+        coords = _block_mask_worklist_fwd_direct(mask)
         return BlockMaskWorklistOutput(coords)
     # Note [no backward]: like torch's non-differentiable operators, the outputs never require
     # grad, whatever the inputs do.
