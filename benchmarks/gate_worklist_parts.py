@@ -2,7 +2,7 @@
 
 Run with the checkout importable as ``suite.sh`` makes it (``attnops``, ``attnops_kernels``):
 
-    python benchmarks/gate_worklist_parts.py [--quick] [--dry-run]
+    python benchmarks/gate_worklist_parts.py [--quick] [--dry-run] [--only worklist|gate]
 
 - ``block_mask_worklist`` at mask (8, 16, 128, 128), 30% True: synchronized time per call
   against ``torch.nonzero``; host cost of each step (count launch, the host read of nnz,
@@ -67,61 +67,63 @@ def host_per_call(fn, calls=200, rounds=5):
 
 def worklist(quick: bool):
     from attnops import block_mask_worklist as public
+    from attnops_kernels import _triton as T
     from attnops_kernels.block_mask_worklist import triton as W
 
     torch.manual_seed(0)
     shape = (2, 2, 16, 16) if DRY else (8, 16, 128, 128)
     mask = torch.rand(shape, device=DEV) < 0.3
-    m = mask.view(torch.uint8)
-    B, H, QB, KB = shape
-    rows = B * H * QB
+    KB = shape[-1]
     calls, rounds = (2, 1) if DRY else (20, 3) if quick else (50, 5)
     out = [f"## block_mask_worklist, mask {shape}, 30% True"]
 
     def parts(tile):
         """Host and GPU cost of each step of the launcher with ``tile`` mask entries a chunk."""
-        block_kb = min(W.next_power_of_2(KB), W._MAX_BLOCK_KB)
-        block_rows = max(tile // block_kb, 1)
-        per = block_rows * W.cdiv(W.cdiv(rows, W._MAX_PROGRAMS), block_rows)
-        programs = W.cdiv(rows, per)
-        strides = m.stride()
-        counts = m.new_empty((programs,), dtype=torch.int32)
-        host = counts if DRY else torch.empty_like(counts, device="cpu", pin_memory=True)
+        plan_id, grid, count_args, write_args = W._plan(
+            mask.shape, mask.stride(), tile, W._MAX_PROGRAMS
+        )
+        programs = grid[0]
+        counts = mask.new_empty((programs,), dtype=torch.int32)
+        # The launcher's own scratch kind (Note [tally]): the word, the host int64, its view.
+        scratch = W._Scratch(counts.device)
+        rows_a, blocks = count_args[:-2], count_args[-2:]
+        one_chunk, block_rows, block_kb, block_p = write_args[-4:]
 
         def count():
-            W._block_count_kernel[(programs,)](
-                m, counts, host, rows, per, H, QB, KB, *strides,
-                BLOCK_ROWS=block_rows, BLOCK_KB=block_kb, num_warps=W._NUM_WARPS,
+            W._block_count_kernel[grid](
+                mask, counts, scratch.word, scratch.host, *rows_a,
+                BLOCK_ROWS=blocks[0], BLOCK_KB=blocks[1], num_warps=W._NUM_WARPS,
             )  # fmt: skip
 
         count()
-        nnz = int(counts.cpu().sum())
+        sync()
+        nnz = scratch.total.value
         res = counts.new_empty((nnz, 4))
 
         def write():
-            W._block_write_kernel[(programs,)](
-                m, counts, res, programs, rows, per, H, QB, KB, *strides,
-                ONE_CHUNK=KB <= block_kb, BLOCK_ROWS=block_rows, BLOCK_KB=block_kb,
-                BLOCK_P=W.next_power_of_2(programs), num_warps=W._NUM_WARPS,
+            W._block_write_kernel[grid](
+                mask, counts, res, nnz, *write_args[:-4],
+                ONE_CHUNK=one_chunk, BLOCK_ROWS=block_rows, BLOCK_KB=block_kb,
+                BLOCK_P=block_p, num_warps=W._NUM_WARPS,
             )  # fmt: skip
 
         write()
         sync()
         assert torch.equal(res, torch.nonzero(mask).int()), "worklist differs from nonzero"
-        # The same launches through the launcher's cached path (Note [cached launches]).
-        key = ((rows, per, H, QB, KB, *strides, block_rows, block_kb), True)
+        # The same launches through the launcher's cached path (Note [cached launches]), keyed
+        # as the launcher keys them.
+        state = T.launch_state(mask)
 
         def count_cached():
-            W._count(
-                (programs,), counts, key, m, counts, host, rows, per, H, QB, KB, *strides,
-                block_rows, block_kb, num_warps=W._NUM_WARPS,
+            W._count.launch(
+                state, grid, counts, (plan_id, True, True), mask, counts, scratch.word, scratch.host,
+                *count_args, num_warps=W._NUM_WARPS,
             )  # fmt: skip
 
         def write_cached():
-            W._write(
-                (programs,), res, key, m, counts, res, programs, rows, per, H, QB, KB, *strides,
-                KB <= block_kb, block_rows, block_kb, W.next_power_of_2(programs),
-                num_warps=W._NUM_WARPS,
+            W._write.launch(
+                state, grid, res, (plan_id, True, True, True, nnz > 0x7FFFFFFF), mask, counts, res,
+                nnz, *write_args, num_warps=W._NUM_WARPS,
             )  # fmt: skip
 
         res.zero_()
@@ -137,18 +139,18 @@ def worklist(quick: bool):
             read()
             return (time.perf_counter_ns() - start) / 1e3
 
-        def read_host():
+        def read_tally():
             if not DRY:
-                torch.cuda.current_stream().synchronize()
-            return int(host.sum())
+                T.synchronize(state[0][0], state[1])
+            return scratch.total.value
 
         copy_us = statistics.median(
             read_nnz(lambda: int(counts.cpu().sum())) for _ in range(2 if DRY else 50)
         )
-        item_us = statistics.median(read_nnz(read_host) for _ in range(2 if DRY else 50))
+        read_us = statistics.median(read_nnz(read_tally) for _ in range(2 if DRY else 50))
         rows_out = [
             ("count launch", host_per_call(count), graph_us(count, calls=20)),
-            ("host read of nnz (stream sync, sum of the host counts)", item_us, None),
+            ("host read of nnz (stream sync, the tally's host int64)", read_us, None),
             ("new_empty (nnz, 4)", host_per_call(lambda: counts.new_empty((nnz, 4))), None),
             ("write launch", host_per_call(write), graph_us(write, calls=20)),
         ]
@@ -294,10 +296,13 @@ def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--quick", action="store_true", help="default tiles only, fewer rounds")
     p.add_argument("--dry-run", action="store_true", help="CPU, interpreter, tiny shapes")
+    p.add_argument("--only", choices=("worklist", "gate"), help="one section")
     args = p.parse_args()
     name = "CPU (dry run)" if DRY else torch.cuda.get_device_name()
     print(f"# parts: {name}, torch {torch.__version__}")
     for section in (worklist, gate):
+        if args.only and section.__name__ != args.only:
+            continue
         try:
             lines = section(args.quick)
         except Exception as e:  # noqa: BLE001 - report and go on with the other section

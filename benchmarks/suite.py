@@ -309,18 +309,28 @@ def spy_wrap_triton():
 def wrap_forced(module):
     """Launch through ``torch.library.wrap_triton`` always: the launch path before the change.
 
-    Launchers that launch through ``CachedLaunches`` reach ``launchable`` in ``_triton``.
+    Launchers that launch through ``CachedLaunches`` reach ``launchable`` in ``_triton``, and
+    take that path only where ``launch_state`` gives them no state.
     """
     from attnops_kernels import _triton
 
-    saved = [(m, m.launchable) for m in {module, _triton} if hasattr(m, "launchable")]
-    for m, _ in saved:
-        m.launchable = lambda kernel, like: torch.library.wrap_triton(kernel)
+    forced = {
+        "launchable": lambda kernel, like: torch.library.wrap_triton(kernel),
+        "launch_state": lambda like: None,
+    }
+    saved = [
+        (m, name, getattr(m, name))
+        for m in {module, _triton}
+        for name in forced
+        if hasattr(m, name)
+    ]
+    for m, name, _ in saved:
+        setattr(m, name, forced[name])
     try:
         yield
     finally:
-        for m, orig in saved:
-            m.launchable = orig
+        for m, name, orig in saved:
+            setattr(m, name, orig)
 
 
 def first_call(ctx: Ctx, op: str, call: Callable, sizes: list[Callable[[], tuple]]) -> dict:

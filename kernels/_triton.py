@@ -111,6 +111,36 @@ def _raw_stream(device: int) -> int:
     return torch._C._cuda_getCurrentRawStream(device)
 
 
+# Note [stream objects]: ``torch.cuda.current_stream()`` builds a new Python ``Stream`` object on
+# every call (microseconds of host time), where a launcher that waits for its own launches only
+# needs the stream it launched on. ``synchronize`` keeps one object per (device, raw handle): the
+# object waits on its handle, and a raw handle names one live stream at a time, so an object
+# made for the handle waits on whichever stream holds it now.
+_STREAMS: dict = {}
+_MAX_STREAMS = 64
+_stream_synchronize = getattr(torch._C, "_CudaStreamBase", None)
+_stream_synchronize = getattr(_stream_synchronize, "synchronize", None)
+
+
+def synchronize(device: int, raw_stream: int | None = None) -> None:
+    """Wait for the work queued on the current stream of CUDA device ``device``; ``raw_stream``
+    is that stream's handle when the caller has it (``launch_state``'s)."""
+    if raw_stream is None or _stream_synchronize is None:
+        torch.cuda.current_stream(device).synchronize()
+        return
+    stream = _STREAMS.get((device, raw_stream))
+    if stream is None:
+        stream = torch.cuda.current_stream(device)
+        if stream.cuda_stream != raw_stream:
+            raise ValueError(
+                f"stream handle {raw_stream:#x} is not the current stream of device {device}"
+            )
+        if len(_STREAMS) >= _MAX_STREAMS:
+            _STREAMS.clear()
+        _STREAMS[(device, raw_stream)] = stream
+    _stream_synchronize(stream)
+
+
 def launch_state(like: torch.Tensor):
     """What cached launches for ``like`` (a tensor the launcher allocated) need: ``(compiled
     kernels' key prefix, stream)``, or None where every launch must go through
@@ -144,6 +174,9 @@ class CachedLaunches:
 
     __slots__ = ("kernel", "_compiled", "_usable")
 
+    # Each entry of ``_compiled``: (compiled kernel, its launcher object, its CUfunction, its
+    # packed metadata), read once: the compiled kernel's attributes are properties.
+
     def __init__(self, kernel):
         self.kernel = kernel
         self._compiled: dict = {}
@@ -167,26 +200,32 @@ class CachedLaunches:
             return
         prefix, stream = state
         full_key = (prefix, key)
-        compiled = self._compiled.get(full_key)
-        if compiled is None:
+        entry = self._compiled.get(full_key)
+        if entry is None:
             compiled = kernel[grid](*args, **options)
             if len(self._compiled) >= _MAX_KEYS:
                 self._compiled.clear()
-            self._compiled[full_key] = compiled
+            self._compiled[full_key] = (
+                compiled,
+                compiled.run,
+                compiled.function,
+                compiled.packed_metadata,
+            )
             return
+        compiled, run, function, metadata = entry
         if VERIFY and not _same_kernel(kernel.warmup(*args, grid=grid, **options), compiled):
             raise AssertionError(
                 f"cached launch of {kernel.__name__}: key {key!r} maps to a kernel compiled for "
                 "other arguments (the key misses something Triton specializes on)"
             )
         n = len(grid)
-        compiled.run(
+        run(
             grid[0],
             grid[1] if n > 1 else 1,
             grid[2] if n > 2 else 1,
             stream,
-            compiled.function,
-            compiled.packed_metadata,
+            function,
+            metadata,
             None,
             None,
             None,

@@ -140,7 +140,7 @@ def test_verify_refuses_a_key_that_maps_to_another_kernel(stub, monkeypatch):
     kernel.warm = Compiled(kernel.calls, "other")
     with pytest.raises(AssertionError, match="key 'a' maps to a kernel compiled for other"):
         launch((1,), LIKE, "a", 16)
-    cached = next(iter(launch._compiled.values()))
+    cached = next(iter(launch._compiled.values()))[0]
     kernel.warm = cached
     launch((1,), LIKE, "a", 2)
     # Another object of the same kernel: two threads compiled the specialization at once.
@@ -193,3 +193,34 @@ def test_no_state_where_launches_must_bind(stub, monkeypatch):
     monkeypatch.setattr(T, "_CACHEABLE", True)
     monkeypatch.setattr(T, "_on_gpu", lambda like: like.is_cuda)
     assert T.launch_state(LIKE) is None  # a CPU tensor
+
+
+class Stream:
+    def __init__(self, handle):
+        self.cuda_stream = handle
+
+
+def test_synchronize_keeps_one_stream_object_per_handle(monkeypatch):
+    # Note [stream objects]: the object made for a handle waits for later calls with it.
+    made, waited = [], []
+
+    def current_stream(device):
+        made.append(device)
+        return Stream(handles[device])
+
+    handles = {0: 1000, 1: 2000}
+    monkeypatch.setattr(T, "_STREAMS", {})
+    monkeypatch.setattr(T, "_stream_synchronize", lambda stream: waited.append(stream))
+    monkeypatch.setattr(torch.cuda, "current_stream", current_stream)
+    for _ in range(3):
+        T.synchronize(0, 1000)
+    T.synchronize(1, 2000)
+    handles[0] = 3000  # another stream made current on device 0
+    T.synchronize(0, 3000)
+    assert made == [0, 1, 0]
+    assert [s.cuda_stream for s in waited] == [1000, 1000, 1000, 2000, 3000]
+    assert waited[0] is waited[1] is waited[2]
+    # A handle that is not the device's current stream is refused, not waited on.
+    with pytest.raises(ValueError, match="is not the current stream of device 0"):
+        T.synchronize(0, 1000 + 1)
+    assert len(waited) == 5

@@ -1,8 +1,8 @@
 """block_mask_worklist's launcher (kernels/block_mask_worklist/triton.py) against ``torch.nonzero``.
 
 A count launch gives each program's count of True entries (a program: a run of whole rows of
-``(b, h, q)``, walked in row chunks); the host adds them into ``nnz``; the write launch places
-each entry at its rank. These tests lower the chunk and program limits so that small masks take
+``(b, h, q)``, walked in row chunks), and its last program to finish stores their sum ``nnz``
+for the host (Note [tally]); the write launch places each entry at its rank. These tests lower the chunk and program limits so that small masks take
 every path: one chunk per program, several chunks per program with a partial last one, rows
 longer than a chunk, and both. The CUDA tests run large masks, where 1024 programs run side by
 side, repeatedly.
@@ -215,3 +215,60 @@ def test_threads_on_their_own_streams(monkeypatch):
     for t in threads:
         t.join()
     assert not errors, errors
+
+
+def _scratch_device():
+    return torch.cuda.current_device() if DEVICE == "cuda" else -1
+
+
+@pytest.mark.parametrize("shape", [(1, 1, 1, 1), (2, 3, 7, 13), (1, 3, 20, 33)])
+def test_the_tally_word_is_zero_after_each_call(monkeypatch, shape):
+    # Note [tally]: the last program of each count launch sets the word back to 0, so the next
+    # launch's programs start from 0; a word left with anything in it would offset every later
+    # sum.
+    monkeypatch.setattr(W, "_TILE", 64)
+    for seed, density in enumerate((0.3, 1.0, 0.0, 0.6)):
+        _check(_mask(shape, density, seed=seed))
+        scratch = W._SCRATCH.free[_scratch_device()]
+        assert scratch.word.item() == 0
+
+
+def test_an_interrupted_call_leaves_no_scratch_behind(monkeypatch):
+    # A call that dies between its count launch and its read of the sum may leave a launch
+    # running on its word: the next call must not share that word.
+    mask = _mask((2, 3, 7, 13), 0.4)
+    _check(mask)
+    device = _scratch_device()
+    before = W._SCRATCH.free[device]
+    count = W._count
+
+    class Interrupted:
+        def launch(self, *args, **kwargs):
+            count.launch(*args, **kwargs)
+            raise KeyboardInterrupt
+
+    monkeypatch.setattr(W, "_count", Interrupted())
+    with pytest.raises(KeyboardInterrupt):
+        W.block_mask_worklist(mask)
+    assert device not in W._SCRATCH.free
+    monkeypatch.setattr(W, "_count", count)
+    _check(mask)
+    assert W._SCRATCH.free[device] is not before
+
+
+def test_the_write_pass_stores_nothing_past_nnz_rows():
+    # The output is sized by the tally's sum and filled by the counts' ranks; were the two ever
+    # to disagree, no store may land past the rows the output has.
+    mask = _mask((2, 3, 7, 13), 0.5, seed=11)
+    want = torch.nonzero(mask).int()
+    plan_id, grid, count_args, write_args = W._plan(mask.shape, mask.stride(), 64, 1024)
+    per_row = mask.reshape(-1, mask.shape[-1]).sum(1)
+    rows_per_program = count_args[2]
+    counts = torch.stack(
+        [per_row[p * rows_per_program : (p + 1) * rows_per_program].sum() for p in range(grid[0])]
+    ).to(torch.int32)
+    out = torch.full((len(want), 4), -7, dtype=torch.int32, device=DEVICE)
+    keep = len(want) // 2
+    W._block_write_kernel[grid](mask, counts, out, keep, *write_args, num_warps=W._NUM_WARPS)
+    assert torch.equal(out[:keep], want[:keep])
+    assert (out[keep:] == -7).all()
