@@ -65,17 +65,18 @@ def host_per_call(fn, calls=200, rounds=5):
     return best
 
 
-def worklist(quick: bool):
+def worklist(quick: bool, shape=None, density=0.3):
     from attnops import block_mask_worklist as public
     from attnops_kernels import _triton as T
     from attnops_kernels.block_mask_worklist import triton as W
 
     torch.manual_seed(0)
-    shape = (2, 2, 16, 16) if DRY else (8, 16, 128, 128)
-    mask = torch.rand(shape, device=DEV) < 0.3
+    if shape is None:
+        shape = (2, 2, 16, 16) if DRY else (8, 16, 128, 128)
+    mask = torch.rand(shape, device=DEV) < density
     KB = shape[-1]
     calls, rounds = (2, 1) if DRY else (20, 3) if quick else (50, 5)
-    out = [f"## block_mask_worklist, mask {shape}, 30% True"]
+    out = [f"## block_mask_worklist, mask {shape}, {density:.0%} True"]
 
     def parts(tile):
         """Host and GPU cost of each step of the launcher with ``tile`` mask entries a chunk."""
@@ -297,14 +298,25 @@ def main() -> int:
     p.add_argument("--quick", action="store_true", help="default tiles only, fewer rounds")
     p.add_argument("--dry-run", action="store_true", help="CPU, interpreter, tiny shapes")
     p.add_argument("--only", choices=("worklist", "gate"), help="one section")
+    p.add_argument(
+        "--mask",
+        type=lambda text: tuple(int(n) for n in text.split(",")),
+        help="the work list's mask shape B,H,QB,KB (default 8,16,128,128)",
+    )
+    p.add_argument("--density", type=float, default=0.3, help="the work list's share of True")
     args = p.parse_args()
+    if args.mask is not None and len(args.mask) != 4:
+        p.error(f"--mask takes B,H,QB,KB, got {args.mask}")
     name = "CPU (dry run)" if DRY else torch.cuda.get_device_name()
     print(f"# parts: {name}, torch {torch.__version__}")
     for section in (worklist, gate):
         if args.only and section.__name__ != args.only:
             continue
         try:
-            lines = section(args.quick)
+            if section is worklist:
+                lines = worklist(args.quick, args.mask, args.density)
+            else:
+                lines = section(args.quick)
         except Exception as e:  # noqa: BLE001 - report and go on with the other section
             lines = [f"**{section.__name__} failed**: {type(e).__name__}: {e}"]
         print("\n".join(lines), flush=True)
