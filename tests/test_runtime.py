@@ -186,3 +186,20 @@ def test_docstring_escapes_control_characters(text):
     source = f'"""{docstring(text, indent="")}"""'
     assert "\x00" not in source and "\r" not in source
     assert eval(compile(source, "<docstring>", "eval")) == text  # noqa: S307
+
+
+class _OnCuda(torch.Tensor):
+    # Stands for a CUDA tensor on a machine without one: on_cuda reads only ``is_cuda``.
+    is_cuda = True
+
+
+def test_on_cuda_reads_the_first_tensor_present():
+    from codegen.runtime.runtime import on_cuda
+
+    cpu = torch.zeros(1)
+    gpu = torch.Tensor._make_subclass(_OnCuda, torch.zeros(1))
+    assert gpu.is_cuda and not cpu.is_cuda
+    assert on_cuda(None, gpu) and on_cuda([], [None, gpu], cpu) and on_cuda((gpu,), cpu)
+    assert not on_cuda(cpu, gpu) and not on_cuda([None, cpu], gpu) and not on_cuda(None, cpu)
+    # Nothing present: the CPU shim, as for a call without tensors.
+    assert not on_cuda() and not on_cuda(None, [], [None])

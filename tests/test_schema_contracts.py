@@ -75,3 +75,86 @@ def test_keyword_only_arguments_and_enum_defaults_reach_the_launcher(tmp_path):
     result = run_generated(tmp_path, "-c", script)
     assert result.returncode == 0, result.stdout + result.stderr
     assert result.stdout.strip() == "ok"
+
+
+# The eager fast path's shim picks the implementation by the device of the first tensor
+# argument; these schemas start with an optional tensor, or with lists that may be empty or
+# hold None. The CUDA launchers refuse to run, so a CPU call that took the CUDA shim fails.
+FIRST_LAUNCHERS = """
+import torch
+
+
+def cuda_only(*args):
+    raise AssertionError("a CPU call reached the CUDA launcher")
+
+
+def scale(w, x):
+    return (x * 2 if w is None else x * w).contiguous()
+
+
+def mix(ys, xs, x):
+    extra = [t for t in (*ys, *xs) if t is not None]
+    return (x + sum(extra, torch.zeros_like(x))).contiguous()
+"""
+
+FIRST_SPEC = """\
+version: 1
+namespace: firstdemo
+package: firstdemo
+ops:
+  scale:
+    doc: Scale x by w, or by 2.
+    eager_fast_path: true
+    forward:
+      schema: '(Tensor? w, Tensor x) -> Tensor y'
+      launchers: {cuda: firstl:cuda_only, cpu: firstl:scale}
+    inputs:
+      w: {shape: [D], dtypes: [float32]}
+      x: {shape: [D], dtypes: [float32]}
+    outputs:
+      y: {shape: [D], dtype: x}
+    reference: firstl:scale
+    tests:
+      samples: [{D: 3}]
+      tolerance: {float32: [0, 0]}
+  mix:
+    doc: Add the listed tensors to x.
+    eager_fast_path: true
+    forward:
+      schema: '(Tensor?[] ys, Tensor[] xs, Tensor x) -> Tensor y'
+      launchers: {cuda: firstl:cuda_only, cpu: firstl:mix}
+    inputs:
+      ys: {shape: [D], dtypes: [float32], differentiable: false, list: true}
+      xs: {shape: [D], dtypes: [float32], differentiable: false, list: true}
+      x: {shape: [D], dtypes: [float32]}
+    outputs:
+      y: {shape: [D], dtype: x}
+    reference: firstl:mix
+    tests:
+      samples: [{D: 3}]
+      tolerance: {float32: [0, 0]}
+"""
+
+FIRST_SCRIPT = """
+import torch
+import firstdemo
+
+x, w = torch.ones(3), torch.full((3,), 3.0)
+assert torch.equal(firstdemo.scale(None, x).y, x * 2)
+assert torch.equal(firstdemo.scale(w, x).y, x * 3)
+for ys, xs in [([], []), ([None], []), ([None, w], [x]), ([], [w])]:
+    want = x + sum([t for t in (*ys, *xs) if t is not None], torch.zeros(3))
+    assert torch.equal(firstdemo.mix(ys, xs, x).y, want), (ys, xs)
+print("ok")
+"""
+
+
+def test_the_fast_path_picks_the_device_of_the_first_tensor_present(tmp_path):
+    assert generate_project(tmp_path, "firstl", FIRST_LAUNCHERS, FIRST_SPEC, "-q") == 0
+    source = (tmp_path / "out" / "firstdemo" / "scale.py").read_text()
+    assert "if _on_cuda(w, x):" in source
+    source = (tmp_path / "out" / "firstdemo" / "mix.py").read_text()
+    assert "if _on_cuda(ys, xs, x):" in source
+    result = run_generated(tmp_path, "-c", FIRST_SCRIPT)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert result.stdout.strip() == "ok"

@@ -296,7 +296,10 @@ class DirectStage:
     args: tuple[str, ...]
     cuda: str | None  # the shim registered for CUDA (None: none)
     cpu: str | None
-    device_of: str  # the tensor argument whose device picks the shim
+    # The test that picks the CUDA shim: ``x.is_cuda`` for a first tensor argument that is
+    # always given; else ``_on_cuda(...)`` over the tensor arguments up to the first such one
+    # (an optional tensor may be None, a list empty or hold None).
+    cuda_test: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -861,6 +864,7 @@ class _Public(_Base):
             direct=_Direct(r).call() if op.eager_fast_path else None,
         )
         direct = _Direct(r) if op.eager_fast_path else None
+        direct_stages = direct.stages() if direct else ()
         return OpView(
             name=op.name,
             module=r.names.module,
@@ -871,9 +875,9 @@ class _Public(_Base):
             function=_Function(r)._function() if op.backward else None,
             public=public,
             exports=tuple(sorted((r.names.public, r.names.result), key=import_order)),
-            runtime_imports=_runtime_imports(op, public),
+            runtime_imports=_runtime_imports(op, public, direct_stages),
             layout_imports=_layout_imports(r),
-            direct_stages=direct.stages() if direct else (),
+            direct_stages=direct_stages,
             direct_function=direct.function() if direct and op.backward else None,
         )
 
@@ -888,7 +892,6 @@ class _Direct(_Base):
         out = []
         for s in self.r.stages:
             by_device = {d: i.name for i in s.impls for d in i.devices}
-            first = next(a for a in s.schema.arguments if a.is_tensor or a.is_tensor_list)
             out.append(
                 DirectStage(
                     name=self._name(s),
@@ -897,7 +900,7 @@ class _Direct(_Base):
                     args=_call_args(s.schema),
                     cuda=by_device.get("CUDA"),
                     cpu=by_device.get("CPU"),
-                    device_of=f"{first.name}[0]" if first.is_tensor_list else first.name,
+                    cuda_test=_cuda_test(s.schema),
                 )
             )
         return tuple(out)
@@ -948,6 +951,21 @@ class _Direct(_Base):
         )
 
 
+def _cuda_test(schema: Schema) -> str:
+    """The direct shim's test for the CUDA shim (``DirectStage.cuda_test``)."""
+    names = []
+    for a in schema.arguments:
+        if not (a.is_tensor or a.is_tensor_list):
+            continue
+        if a.is_tensor and not a.optional:
+            if not names:
+                return f"{a.name}.is_cuda"
+            names.append(a.name)
+            break
+        names.append(a.name)
+    return f"_on_cuda({', '.join(names)})"
+
+
 def _may_require_grad(op, decl) -> bool:
     """Whether an input may be floating (``same_dtype_as`` followed): only floating tensors can
     require grad."""
@@ -996,7 +1014,7 @@ def _layout_imports(r) -> tuple[str, ...]:
     return tuple(sorted(used))
 
 
-def _runtime_imports(op, public: PublicView) -> tuple[str, ...]:
+def _runtime_imports(op, public: PublicView, direct_stages=()) -> tuple[str, ...]:
     used = {"launcher", "tensor_error"}
     if public.mutated:
         used.add("check_mutated")
@@ -1014,6 +1032,8 @@ def _runtime_imports(op, public: PublicView) -> tuple[str, ...]:
         used.add("register_triton_op")
     if public.direct is not None:
         used.add("direct_ok")
+        if any(d.cuda_test.startswith("_on_cuda(") for d in direct_stages):
+            used.add("on_cuda")
         if public.direct.function is None and not public.direct.grad_free:
             used.update(("grad_enabled", "set_grad_enabled"))
     return tuple(sorted(used))

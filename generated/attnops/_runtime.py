@@ -281,6 +281,20 @@ def set_eager_fast_path(enabled: bool) -> None:
     _EAGER_FAST_PATH = bool(enabled)
 
 
+def on_cuda(*args) -> bool:
+    """Whether the first tensor among ``args`` (tensors, None, or lists of tensors and None, in
+    schema order) is a CUDA tensor: the device that picks a direct shim's implementation where
+    the schema's first tensor argument may be absent. False when there is none."""
+    for a in args:
+        if isinstance(a, torch.Tensor):
+            return a.is_cuda
+        if isinstance(a, (list, tuple)):
+            for t in a:
+                if isinstance(t, torch.Tensor):
+                    return t.is_cuda
+    return False
+
+
 def direct_ok(*tensors) -> bool:
     """Whether an eager call on ``tensors`` may skip the dispatcher (Note [eager fast path])."""
     if (
