@@ -153,6 +153,8 @@ def test_the_fast_path_picks_the_device_of_the_first_tensor_present(tmp_path):
     assert generate_project(tmp_path, "firstl", FIRST_LAUNCHERS, FIRST_SPEC, "-q") == 0
     source = (tmp_path / "out" / "firstdemo" / "scale.py").read_text()
     assert "if _on_cuda(w, x):" in source
+    # Note [device guard]: the CUDA implementation finds the first tensor present the same way.
+    assert "_device = _other_device(w, x)" in source
     source = (tmp_path / "out" / "firstdemo" / "mix.py").read_text()
     assert "if _on_cuda(ys, xs, x):" in source
     result = run_generated(tmp_path, "-c", FIRST_SCRIPT)

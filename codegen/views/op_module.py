@@ -72,6 +72,16 @@ class BackendView:
 
 
 @dataclass(frozen=True, slots=True)
+class DeviceGuard:
+    """Note [device guard] (_runtime): ``if test:`` switch to device ``index`` and call again.
+    With ``helper`` (the arguments for ``_other_device``), ``_device`` holds the index first."""
+
+    test: str
+    index: str
+    helper: str = ""
+
+
+@dataclass(frozen=True, slots=True)
 class ImplView:
     name: str
     ref: str
@@ -82,6 +92,9 @@ class ImplView:
     targets: tuple[str, ...]  # what the launcher's results are bound to (arity pair only)
     returns: tuple[str, ...]
     backends: tuple[BackendView, ...]  # () for one launcher
+    # Registered for CUDA by the opaque or triton_op integration: the call first makes the
+    # inputs' device current (Note [device guard] in _runtime); None otherwise.
+    device_guard: DeviceGuard | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -530,6 +543,11 @@ class _Stages(_Base):
                 ),
                 targets=tuple(n if n in s.returns else "_" for n in s.launcher_returns),
                 returns=s.returns,
+                device_guard=(
+                    _device_guard(s.schema, cuda_only=i.devices == ("CUDA",))
+                    if "CUDA" in i.devices and self.op.integration is not Integration.EAGER
+                    else None
+                ),
                 backends=_backend_views(s.schema, i.backends),
             )
             for i in s.impls
@@ -865,17 +883,18 @@ class _Public(_Base):
         )
         direct = _Direct(r) if op.eager_fast_path else None
         direct_stages = direct.stages() if direct else ()
+        stage_views = tuple(_Stages(r)._stage(s) for s in r.stages)
         return OpView(
             name=op.name,
             module=r.names.module,
             summary=(op.doc.splitlines()[0] if op.doc else op.name),
             integration=op.integration.value,
-            stages=tuple(_Stages(r)._stage(s) for s in r.stages),
+            stages=stage_views,
             constants=tuple(constants),
             function=_Function(r)._function() if op.backward else None,
             public=public,
             exports=tuple(sorted((r.names.public, r.names.result), key=import_order)),
-            runtime_imports=_runtime_imports(op, public, direct_stages),
+            runtime_imports=_runtime_imports(op, public, direct_stages, stage_views),
             layout_imports=_layout_imports(r),
             direct_stages=direct_stages,
             direct_function=direct.function() if direct and op.backward else None,
@@ -951,18 +970,40 @@ class _Direct(_Base):
         )
 
 
-def _cuda_test(schema: Schema) -> str:
-    """The direct shim's test for the CUDA shim (``DirectStage.cuda_test``)."""
+def _device_args(schema: Schema) -> list[str]:
+    """The tensor arguments up to the first one always given (a plain, non-optional Tensor):
+    the first tensor present among them decides the device of a call."""
     names = []
     for a in schema.arguments:
         if not (a.is_tensor or a.is_tensor_list):
             continue
-        if a.is_tensor and not a.optional:
-            if not names:
-                return f"{a.name}.is_cuda"
-            names.append(a.name)
-            break
         names.append(a.name)
+        if a.is_tensor and not a.optional:
+            break
+    return names
+
+
+def _device_guard(schema: Schema, cuda_only: bool) -> DeviceGuard:
+    """Note [device guard]: a first tensor argument always given is read inline (two integer
+    reads, and ``is_cuda`` first where the implementation also serves CPU tensors); otherwise
+    the runtime finds the first tensor present."""
+    names = _device_args(schema)
+    if len(names) == 1 and _always_given(schema, names[0]):
+        t = names[0]
+        test = f"{t}.get_device() != _cuda_device()"
+        return DeviceGuard(test if cuda_only else f"{t}.is_cuda and {test}", f"{t}.get_device()")
+    return DeviceGuard("_device is not None", "_device", ", ".join(names))
+
+
+def _always_given(schema: Schema, name: str) -> bool:
+    return any(a.name == name and a.is_tensor and not a.optional for a in schema.arguments)
+
+
+def _cuda_test(schema: Schema) -> str:
+    """The direct shim's test for the CUDA shim (``DirectStage.cuda_test``)."""
+    names = _device_args(schema)
+    if len(names) == 1 and _always_given(schema, names[0]):
+        return f"{names[0]}.is_cuda"
     return f"_on_cuda({', '.join(names)})"
 
 
@@ -1014,7 +1055,7 @@ def _layout_imports(r) -> tuple[str, ...]:
     return tuple(sorted(used))
 
 
-def _runtime_imports(op, public: PublicView, direct_stages=()) -> tuple[str, ...]:
+def _runtime_imports(op, public: PublicView, direct_stages=(), stages=()) -> tuple[str, ...]:
     used = {"launcher", "tensor_error"}
     if public.mutated:
         used.add("check_mutated")
@@ -1030,6 +1071,8 @@ def _runtime_imports(op, public: PublicView, direct_stages=()) -> tuple[str, ...
         used.add("scalar_error")
     if op.integration is Integration.TRITON_OP:
         used.add("register_triton_op")
+    for guard in (i.device_guard for st in stages for i in st.impls if i.device_guard):
+        used.add("other_device" if guard.helper else "cuda_device")
     if public.direct is not None:
         used.add("direct_ok")
         if any(d.cuda_test.startswith("_on_cuda(") for d in direct_stages):

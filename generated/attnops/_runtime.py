@@ -281,6 +281,29 @@ def set_eager_fast_path(enabled: bool) -> None:
     _EAGER_FAST_PATH = bool(enabled)
 
 
+# Note [device guard]: Triton and CuTeDSL launch on the current CUDA device and its current
+# stream, whatever device the tensors are on; torch's own CUDA operators switch to their inputs'
+# device first, and so does every registered CUDA implementation here: where the inputs are on
+# another device than the current one, it calls itself again inside ``torch.cuda.device`` of
+# theirs (the caller's device comes back on the way out). Where the first tensor argument is
+# always given, the check reads two integers inline (``cuda_device``, the current device, without
+# torch.cuda's initialization check: a CUDA tensor is at hand); ``other_device`` finds the first
+# tensor present otherwise.
+cuda_device = getattr(torch._C, "_cuda_getDevice", None)
+
+
+def other_device(*args) -> int | None:
+    """The CUDA device of the first tensor among ``args`` (as for ``on_cuda``) where it is not
+    the current device; None where it is, or where that tensor is not a CUDA tensor."""
+    for a in args:
+        if isinstance(a, (list, tuple)):
+            a = next((t for t in a if isinstance(t, torch.Tensor)), None)
+        if isinstance(a, torch.Tensor):
+            index = a.get_device()
+            return None if index < 0 or index == cuda_device() else index
+    return None
+
+
 def on_cuda(*args) -> bool:
     """Whether the first tensor among ``args`` (tensors, None, or lists of tensors and None, in
     schema order) is a CUDA tensor: the device that picks a direct shim's implementation where

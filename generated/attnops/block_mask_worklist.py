@@ -8,6 +8,7 @@ from typing import NamedTuple
 import torch
 from torch import Tensor
 
+from ._runtime import cuda_device as _cuda_device
 from ._runtime import direct_ok as _direct_ok
 from ._runtime import launcher as _launcher
 from ._runtime import tensor_error as _tensor_error
@@ -16,6 +17,10 @@ torch.library.define("attnops::block_mask_worklist_fwd", "(Tensor mask) -> Tenso
 
 
 def _block_mask_worklist_fwd_impl(mask: Tensor) -> Tensor:
+    if mask.is_cuda and mask.get_device() != _cuda_device():
+        # Note [device guard] (_runtime): the kernels launch on the current device.
+        with torch.cuda.device(mask.get_device()):
+            return _block_mask_worklist_fwd_impl(mask)
     return _launcher("attnops_kernels.block_mask_worklist.triton:block_mask_worklist")(mask)
 
 

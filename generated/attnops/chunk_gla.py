@@ -10,6 +10,7 @@ from torch import Tensor
 
 from ._runtime import check_offsets as _check_offsets
 from ._runtime import constraint_error as _constraint_error
+from ._runtime import cuda_device as _cuda_device
 from ._runtime import direct_ok as _direct_ok
 from ._runtime import launcher as _launcher
 from ._runtime import scalar_error as _scalar_error
@@ -38,6 +39,10 @@ def _chunk_gla_fwd_impl(
     initial_state: Tensor | None = None,
     cu_seqlens: Tensor | None = None,
 ) -> tuple[Tensor, Tensor]:
+    if q.is_cuda and q.get_device() != _cuda_device():
+        # Note [device guard] (_runtime): the kernels launch on the current device.
+        with torch.cuda.device(q.get_device()):
+            return _chunk_gla_fwd_impl(q, k, v, g, scale, initial_state, cu_seqlens)
     # Note [arity pair]: one launcher serves both operators of the pair; it returns every output
     # of the wider schema, with None for the extras when the flag is off.
     output, h, _ = _launcher("attnops_kernels.chunk_gla.triton:chunk_gla_fwd")(
@@ -55,6 +60,10 @@ def _chunk_gla_fwd_with_state_impl(
     initial_state: Tensor | None = None,
     cu_seqlens: Tensor | None = None,
 ) -> tuple[Tensor, Tensor, Tensor]:
+    if q.is_cuda and q.get_device() != _cuda_device():
+        # Note [device guard] (_runtime): the kernels launch on the current device.
+        with torch.cuda.device(q.get_device()):
+            return _chunk_gla_fwd_with_state_impl(q, k, v, g, scale, initial_state, cu_seqlens)
     # Note [arity pair]: one launcher serves both operators of the pair; it returns every output
     # of the wider schema, with None for the extras when the flag is off.
     output, h, final_state = _launcher("attnops_kernels.chunk_gla.triton:chunk_gla_fwd")(
@@ -75,6 +84,12 @@ def _chunk_gla_bwd_impl(
     grad_final_state: Tensor | None,
     h: Tensor,
 ) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor]:
+    if q.is_cuda and q.get_device() != _cuda_device():
+        # Note [device guard] (_runtime): the kernels launch on the current device.
+        with torch.cuda.device(q.get_device()):
+            return _chunk_gla_bwd_impl(
+                q, k, v, g, scale, initial_state, cu_seqlens, grad_output, grad_final_state, h
+            )
     return _launcher("attnops_kernels.chunk_gla.triton:chunk_gla_bwd")(
         q, k, v, g, scale, initial_state, cu_seqlens, grad_output, grad_final_state, h
     )

@@ -8,6 +8,7 @@ from typing import NamedTuple
 import torch
 from torch import Tensor
 
+from ._runtime import cuda_device as _cuda_device
 from ._runtime import direct_ok as _direct_ok
 from ._runtime import launcher as _launcher
 from ._runtime import register_triton_op as _register_triton_op
@@ -23,6 +24,10 @@ def _gate_fwd_impl(
     kind: str = "softplus",
     lower_bound: float = -5.0,
 ) -> Tensor:
+    if g.is_cuda and g.get_device() != _cuda_device():
+        # Note [device guard] (_runtime): the kernels launch on the current device.
+        with torch.cuda.device(g.get_device()):
+            return _gate_fwd_impl(g, A_log, dt_bias, kind, lower_bound)
     return _launcher("attnops_kernels.gate.triton:gate_fwd")(g, A_log, dt_bias, kind, lower_bound)
 
 
@@ -34,6 +39,10 @@ def _gate_bwd_impl(
     kind: str,
     lower_bound: float,
 ) -> tuple[Tensor, Tensor, Tensor]:
+    if g.is_cuda and g.get_device() != _cuda_device():
+        # Note [device guard] (_runtime): the kernels launch on the current device.
+        with torch.cuda.device(g.get_device()):
+            return _gate_bwd_impl(g, A_log, dt_bias, grad_out, kind, lower_bound)
     return _launcher("attnops_kernels.gate.triton:gate_bwd")(
         g, A_log, dt_bias, grad_out, kind, lower_bound
     )

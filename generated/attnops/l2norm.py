@@ -11,6 +11,7 @@ from torch import Tensor
 from ._layout import backend_available as _backend_available
 from ._layout import note_backend as _note_backend
 from ._layout import tensor_supports_contiguous_dim as _tensor_supports_contiguous_dim
+from ._runtime import cuda_device as _cuda_device
 from ._runtime import direct_ok as _direct_ok
 from ._runtime import launcher as _launcher
 from ._runtime import scalar_error as _scalar_error
@@ -23,6 +24,10 @@ torch.library.define(
 
 
 def _l2norm_fwd_cuda(x: Tensor, eps: float = 1e-06) -> tuple[Tensor, Tensor]:
+    if x.get_device() != _cuda_device():
+        # Note [device guard] (_runtime): the kernels launch on the current device.
+        with torch.cuda.device(x.get_device()):
+            return _l2norm_fwd_cuda(x, eps)
     # Note [backend selection]: the first backend, in declared order, that is installed, enabled
     # and whose layout contract these tensors meet (see _layout).
     if _backend_available("cutedsl") and _tensor_supports_contiguous_dim(x, -1, None):
@@ -37,6 +42,10 @@ def _l2norm_fwd_cpu(x: Tensor, eps: float = 1e-06) -> tuple[Tensor, Tensor]:
 
 
 def _l2norm_bwd_cuda(grad_y: Tensor, x: Tensor, rstd: Tensor) -> Tensor:
+    if grad_y.get_device() != _cuda_device():
+        # Note [device guard] (_runtime): the kernels launch on the current device.
+        with torch.cuda.device(grad_y.get_device()):
+            return _l2norm_bwd_cuda(grad_y, x, rstd)
     # Note [backend selection]: the first backend, in declared order, that is installed, enabled
     # and whose layout contract these tensors meet (see _layout).
     if (

@@ -9,6 +9,7 @@ import torch
 from torch import Tensor
 
 from ._runtime import check_mutated as _check_mutated
+from ._runtime import cuda_device as _cuda_device
 from ._runtime import direct_ok as _direct_ok
 from ._runtime import grad_enabled as _grad_enabled
 from ._runtime import launcher as _launcher
@@ -25,6 +26,10 @@ torch.library.define(
 def _recurrent_gla_step_fwd_impl(
     state: Tensor, q: Tensor, k: Tensor, v: Tensor, g: Tensor, scale: float
 ) -> Tensor:
+    if state.is_cuda and state.get_device() != _cuda_device():
+        # Note [device guard] (_runtime): the kernels launch on the current device.
+        with torch.cuda.device(state.get_device()):
+            return _recurrent_gla_step_fwd_impl(state, q, k, v, g, scale)
     return _launcher("attnops_kernels.recurrent_gla_step.triton:recurrent_gla_step")(
         state, q, k, v, g, scale
     )
