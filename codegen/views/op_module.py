@@ -544,7 +544,7 @@ class _Stages(_Base):
                 targets=tuple(n if n in s.returns else "_" for n in s.launcher_returns),
                 returns=s.returns,
                 device_guard=(
-                    _device_guard(s.schema, cuda_only=i.devices == ("CUDA",))
+                    _device_guard(s.schema)
                     if "CUDA" in i.devices and self.op.integration is not Integration.EAGER
                     else None
                 ),
@@ -983,15 +983,15 @@ def _device_args(schema: Schema) -> list[str]:
     return names
 
 
-def _device_guard(schema: Schema, cuda_only: bool) -> DeviceGuard:
-    """Note [device guard]: a first tensor argument always given is read inline (two integer
-    reads, and ``is_cuda`` first where the implementation also serves CPU tensors); otherwise
-    the runtime finds the first tensor present."""
+def _device_guard(schema: Schema) -> DeviceGuard:
+    """Note [device guard]: a first tensor argument always given is read inline (``is_cuda``
+    first: a CUDA implementation called with CPU tensors, as the backend tests do, or on a
+    build without CUDA, asks nothing); otherwise the runtime finds the first tensor present."""
     names = _device_args(schema)
     if len(names) == 1 and _always_given(schema, names[0]):
         t = names[0]
-        test = f"{t}.get_device() != _cuda_device()"
-        return DeviceGuard(test if cuda_only else f"{t}.is_cuda and {test}", f"{t}.get_device()")
+        test = f"{t}.is_cuda and {t}.get_device() != _cuda_device()"
+        return DeviceGuard(test, f"{t}.get_device()")
     return DeviceGuard("_device is not None", "_device", ", ".join(names))
 
 

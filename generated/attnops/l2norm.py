@@ -24,7 +24,7 @@ torch.library.define(
 
 
 def _l2norm_fwd_cuda(x: Tensor, eps: float = 1e-06) -> tuple[Tensor, Tensor]:
-    if x.get_device() != _cuda_device():
+    if x.is_cuda and x.get_device() != _cuda_device():
         # Note [device guard] (_runtime): the kernels launch on the current device.
         with torch.cuda.device(x.get_device()):
             return _l2norm_fwd_cuda(x, eps)
@@ -42,7 +42,7 @@ def _l2norm_fwd_cpu(x: Tensor, eps: float = 1e-06) -> tuple[Tensor, Tensor]:
 
 
 def _l2norm_bwd_cuda(grad_y: Tensor, x: Tensor, rstd: Tensor) -> Tensor:
-    if grad_y.get_device() != _cuda_device():
+    if grad_y.is_cuda and grad_y.get_device() != _cuda_device():
         # Note [device guard] (_runtime): the kernels launch on the current device.
         with torch.cuda.device(grad_y.get_device()):
             return _l2norm_bwd_cuda(grad_y, x, rstd)
