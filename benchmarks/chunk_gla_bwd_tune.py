@@ -84,9 +84,9 @@ def inputs(shape, seed=0):
 def with_config(walks, dqk, fn, seg=None):
     """Runs fn with the backward's configs replaced (None keeps the current one)."""
     base = mod._bwd_config
-    base_seg = mod._BWD_SEG_MAX_PROGRAMS
+    base_seg = mod._BWD_SEG_MAX_PROGRAMS, mod._BWD_SEG_MAX_PROGRAMS_RECOMPUTING
     if seg is not None:
-        mod._BWD_SEG_MAX_PROGRAMS = seg
+        mod._BWD_SEG_MAX_PROGRAMS = mod._BWD_SEG_MAX_PROGRAMS_RECOMPUTING = seg
 
     def patched(K, V, dtype):
         BT, state, qcfg, dv_cfg, fb = base(K, V, dtype)
@@ -106,7 +106,7 @@ def with_config(walks, dqk, fn, seg=None):
         return fn()
     finally:
         mod._bwd_config = base
-        mod._BWD_SEG_MAX_PROGRAMS = base_seg
+        mod._BWD_SEG_MAX_PROGRAMS, mod._BWD_SEG_MAX_PROGRAMS_RECOMPUTING = base_seg
 
 
 def profile(fn, calls=10):

@@ -79,9 +79,9 @@ def test_split_state_pass_matches_single_walk(
 
 
 def test_segments_only_where_the_state_pass_has_few_programs():
-    # The suite's shapes (bf16, 64 x 64 state tiles): only B1 T8192 H4 K=V=128 splits.
+    # The suite's shapes (bf16, 64 x 64 state tiles): B1 T8192 H4 and B1 T32768 H16 K=V=128 split.
     assert C._segments(16, 8192 // 64) == 16
-    assert C._segments(64, 32768 // 64) == 1
+    assert C._segments(64, 32768 // 64) == 4
     assert C._segments(256, 4096 // 64) == 1
     assert C._segments(C._SEG_MAX_PROGRAMS + 1, 10_000) == 1
     assert C._segments(16, C._SEG_MIN_CHUNKS - 1) == 1  # too short to split
@@ -122,6 +122,7 @@ def test_split_backward_matches_single_walk(
     calls = []
     monkeypatch.setattr(C, "_SEG_PROGRAMS", 1 << 20)
     monkeypatch.setattr(C, "_BWD_SEG_MAX_PROGRAMS", 1 << 20)
+    monkeypatch.setattr(C, "_BWD_SEG_MAX_PROGRAMS_RECOMPUTING", 1 << 20)
     monkeypatch.setattr(C, "_SEG_MIN_CHUNKS", min_chunks)
     monkeypatch.setattr(
         C,
@@ -142,12 +143,14 @@ def test_split_backward_matches_single_walk(
 
 
 def test_backward_splits_only_where_each_walk_has_few_programs():
-    # The suite's shapes (bf16, 64 x 64 state tiles): only B1 T8192 H4 K=V=128 splits.
-    mx = C._BWD_SEG_MAX_PROGRAMS
-    assert C._segments(16, 8192 // 64, mx) == 16
-    assert C._segments(64, 32768 // 64, mx) == 1
+    # The suite's shapes (bf16, 64 x 64 state tiles), given the forward's states: B1 T8192 H4
+    # and B1 T32768 H16 K=V=128 split; recomputing them, only B1 T8192 H4.
+    mx, mr = C._BWD_SEG_MAX_PROGRAMS, C._BWD_SEG_MAX_PROGRAMS_RECOMPUTING
+    assert C._segments(16, 8192 // 64, mx) == C._segments(16, 8192 // 64, mr) == 16
+    assert C._segments(64, 32768 // 64, mx) == 4
+    assert C._segments(64, 32768 // 64, mr) == 1
     assert C._segments(256, 4096 // 64, mx) == 1
-    assert C._segments(mx + 1, 10_000, mx) == 1
+    assert C._segments(mx + 1, 10_000, mx) == C._segments(mr + 1, 10_000, mr) == 1
 
 
 def test_public_op_splits_a_long_sequence_without_lowered_thresholds(monkeypatch):

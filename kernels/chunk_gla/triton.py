@@ -401,7 +401,7 @@ def _hseg(
     h,
     hend,
     gseg,
-    dch,
+    hstart,
     T,
     H,
     NT,
@@ -421,16 +421,16 @@ def _hseg(
     BK: tl.constexpr,
     BV: tl.constexpr,
     MODE: tl.constexpr,
+    STEP: tl.constexpr,
 ):
     # The state pass of a long sequence split into segments of CPS chunks (equal-length
     # sequences only); pid over (sequences x heads x segments x state tiles), tiles fastest.
-    # Each program walks the chunks of its segment from a zero state, storing into h[slot] the state
-    # at each chunk's start that the segment's own tokens give; into dch[slot, head] the decay
-    # exp(sum of g) from the segment's start to the chunk's start; and, at the end, the
-    # segment's own end state into hend and its total log-decay into gseg.
-    # _hcomb then carries the states across segments, and the passes that read h[slot] add
-    # each segment's start state, decayed: the decay is a scalar per head, so
-    # S(chunk start) = h[slot] + dch[slot] * S(segment start).
+    # Each program walks the chunks of its segment. STEP 1: from a zero state, storing only the
+    # segment's own end state into hend and its total log-decay into gseg; _hcomb then carries
+    # the states across segments into hstart, the state at each segment's start. STEP 2: from
+    # that state, storing into h[slot] the state at each chunk's start, as the single walk does.
+    # (Each segment is walked twice, but every walk is short: the passes that read h need no
+    # change.)
     NV = (V + BV - 1) // BV
     NKV = (K + BK - 1) // BK * NV
     DT = k.dtype.element_ty
@@ -457,13 +457,15 @@ def _hseg(
     p_k0 = k + i_b * s_kb + i_h * s_kh + o_k[:, None] * s_kk
     p_v0 = _head_ptr(v, i_b, i_h, s_vb, s_vh, o_v, s_vv)
     p_g0 = gc + (i_b * H + i_h) * T
-    b_s = tl.zeros([BK, BV], dtype=tl.float32)
+    i_ns = i_n * NSEG + i_seg
+    s_off, m_seg = _state_offsets(i_ns, i_h, H, K, V, o_k, o_v, m_k, m_v)
+    b_s = _load_state(hstart, s_off, m_seg, STEP == 2, BK, BV)
     b_acc = tl.zeros((), dtype=tl.float32)
     for i_c in range(c_lo, c_hi):
         slot = i_b * NT + i_c
-        tl.store(h + (slot * H + i_h) * (K * V) + o_s, b_s.to(h.dtype.element_ty), mask=m_s)
-        if i_kv == 0:
-            tl.store(dch + slot * H + i_h, tl.exp(b_acc))
+        if STEP == 2:
+            p_h = h + (slot * H + i_h) * (K * V) + o_s
+            tl.store(p_h, b_s.to(h.dtype.element_ty), mask=m_s)
         t, m_t = _chunk_tokens(bos, eos, i_c, o_t, BT)
         b_kT = tl.load(p_k0 + t[None, :] * s_kt, mask=m_k[:, None] & m_t[None, :], other=0.0)
         b_v = tl.load(p_v0 + t[:, None] * s_vt, mask=m_t[:, None] & m_v[None, :], other=0.0)
@@ -473,11 +475,10 @@ def _hseg(
         b_s = b_s * tl.exp(b_GL) + _dot(b_kg, b_v, DT, MODE)
         b_acc += b_GL
 
-    i_ns = i_n * NSEG + i_seg
-    s_off, m_s = _state_offsets(i_ns, i_h, H, K, V, o_k, o_v, m_k, m_v)
-    tl.store(hend + s_off, b_s, mask=m_s)
-    if i_kv == 0:
-        tl.store(gseg + i_ns * H + i_h, b_acc)
+    if STEP == 1:
+        tl.store(hend + s_off, b_s, mask=m_seg)
+        if i_kv == 0:
+            tl.store(gseg + i_ns * H + i_h, b_acc)
 
 
 @triton.jit
@@ -488,7 +489,7 @@ def _gla_fwd_hseg_kernel(
     h,
     hend,
     gseg,
-    dch,
+    hstart,
     T,
     H,
     NT,
@@ -508,6 +509,7 @@ def _gla_fwd_hseg_kernel(
     BK: tl.constexpr,
     BV: tl.constexpr,
     MODE: tl.constexpr,
+    STEP: tl.constexpr,
 ):
     # Grid (sequences x heads x segments x state tiles,): see _hseg.
     _hseg(
@@ -518,7 +520,7 @@ def _gla_fwd_hseg_kernel(
         h,
         hend,
         gseg,
-        dch,
+        hstart,
         T,
         H,
         NT,
@@ -538,6 +540,7 @@ def _gla_fwd_hseg_kernel(
         BK,
         BV,
         MODE,
+        STEP,
     )
 
 
@@ -615,15 +618,11 @@ def _gla_fwd_o_kernel(
     o,
     cu,
     flag,
-    hstart,
-    dch,
     scale,
     T,
     H,
     N,
     NT,
-    CPS,
-    NSEG,
     s_qb,
     s_qt,
     s_qh,
@@ -642,7 +641,6 @@ def _gla_fwd_o_kernel(
     BK: tl.constexpr,
     BV: tl.constexpr,
     USE_CU: tl.constexpr,
-    SPLIT: tl.constexpr,
     MODE: tl.constexpr,
 ):
     # Grid (V blocks x state slots, H), V blocks fastest so that the programs of a chunk, which
@@ -685,11 +683,6 @@ def _gla_fwd_o_kernel(
         p_v = _head_ptr(v, i_b, i_h, s_vb, s_vh, o_v, s_vv) + t[:, None] * s_vt
         b_v = tl.load(p_v, mask=m_t[:, None] & m_v[None, :], other=0.0)
         p_h = h + (i_s.to(tl.int64) * H + i_h) * (K * V) + o_v[None, :]
-        if SPLIT:
-            # Split state pass (_gla_fwd_hseg_kernel): h[slot] holds the segment's own part.
-            b_d = tl.load(dch + i_s * H + i_h)
-            i_ns = (i_b * NSEG + i_c // CPS) * H + i_h
-            p_hs = hstart + i_ns * (K * V) + o_v[None, :]
         b_o = tl.zeros([BT, BV], dtype=tl.float32)
         b_A = tl.zeros([BT, BT], dtype=tl.float32)
         for i_k in range(0, (K + BK - 1) // BK):
@@ -701,9 +694,6 @@ def _gla_fwd_o_kernel(
             b_kT = tl.load(p_k, mask=m_k[:, None] & m_t[None, :], other=0.0)
             m_kv = m_k[:, None] & m_v[None, :]
             b_h = tl.load(p_h + o_k[:, None] * V, mask=m_kv, other=0.0)
-            if SPLIT:
-                b_S = tl.load(p_hs + o_k[:, None] * V, mask=m_kv, other=0.0)
-                b_h = (b_h.to(tl.float32) + b_d * b_S).to(h.dtype.element_ty)
             b_o += _dot(b_q, b_h, DT, MODE)
             b_A += _dot(b_q, b_kT, DT, MODE)
 
@@ -1396,7 +1386,8 @@ def _dhseg(
     gc,
     dh,
     dhown,
-    ddch,
+    gseg,
+    dhend,
     scale,
     T,
     H,
@@ -1417,15 +1408,15 @@ def _dhseg(
     BK: tl.constexpr,
     BV: tl.constexpr,
     MODE: tl.constexpr,
+    STEP: tl.constexpr,
 ):
     # The reverse walk (_dh_walk) split into segments of CPS chunks as _hseg splits the forward
     # one (equal-length sequences only); pid over (sequences x heads x segments x state tiles),
-    # tiles fastest. Each program walks its segment's chunks from the last with a zero
-    # gradient, storing into dh[slot] the gradient of the state at the chunk's end that the
-    # segment's later tokens give, and into ddch[slot, head] the decay exp(sum of g) from the
-    # chunk's end to the segment's end; at the segment's start, its own part of the gradient
-    # there into dhown. _dhcomb then carries the gradients across segments, and
-    # _gla_bwd_dqk_kernel adds them: dS(chunk end) = dh[slot] + ddch[slot] * dS(segment end).
+    # tiles fastest. Each program walks its segment's chunks from the last. STEP 1: from a zero
+    # gradient, storing only the segment's own part of the gradient at its start into dhown and
+    # its total log-decay into gseg; _dhcomb then carries the gradients across segments into
+    # dhend, the gradient at each segment's end. STEP 2: from that gradient, storing into
+    # dh[slot] the gradient of the state at each chunk's end, as the single walk does.
     NV = (V + BV - 1) // BV
     NKV = (K + BK - 1) // BK * NV
     DT = q.dtype.element_ty
@@ -1452,14 +1443,16 @@ def _dhseg(
     p_q0 = q + i_b * s_qb + i_h * s_qh + o_k[:, None] * s_qk
     p_do0 = _head_ptr(do, i_b, i_h, s_db, s_dh, o_v, s_dv)
     p_g0 = gc + (i_b * H + i_h) * T
-    b_dh = tl.zeros([BK, BV], dtype=tl.float32)
+    i_ns = i_n * NSEG + i_seg
+    s_off, m_seg = _state_offsets(i_ns, i_h, H, K, V, o_k, o_v, m_k, m_v)
+    b_dh = _load_state(dhend, s_off, m_seg, STEP == 2, BK, BV)
     b_acc = tl.zeros((), dtype=tl.float32)
     for i_r in range(0, c_hi - c_lo):
         i_c = c_hi - 1 - i_r
-        slot = i_b * NT + i_c
-        tl.store(dh + (slot * H + i_h) * (K * V) + o_s, b_dh.to(dh.dtype.element_ty), mask=m_s)
-        if i_kv == 0:
-            tl.store(ddch + slot * H + i_h, tl.exp(b_acc))
+        if STEP == 2:
+            slot = i_b * NT + i_c
+            p_dh = dh + (slot * H + i_h) * (K * V) + o_s
+            tl.store(p_dh, b_dh.to(dh.dtype.element_ty), mask=m_s)
         t, m_t = _chunk_tokens(bos, eos, i_c, o_t, BT)
         b_qT = tl.load(p_q0 + t[None, :] * s_qt, mask=m_k[:, None] & m_t[None, :], other=0.0)
         b_do = tl.load(p_do0 + t[:, None] * s_dt, mask=m_t[:, None] & m_v[None, :], other=0.0)
@@ -1469,8 +1462,10 @@ def _dhseg(
         b_dh = b_dh * tl.exp(b_GL) + _dot(b_qg, b_do, DT, MODE)
         b_acc += b_GL
 
-    s_off, m_s = _state_offsets(i_n * NSEG + i_seg, i_h, H, K, V, o_k, o_v, m_k, m_v)
-    tl.store(dhown + s_off, b_dh, mask=m_s)
+    if STEP == 1:
+        tl.store(dhown + s_off, b_dh, mask=m_seg)
+        if i_kv == 0:
+            tl.store(gseg + i_ns * H + i_h, b_acc)
 
 
 @triton.jit
@@ -1490,7 +1485,7 @@ def _dhcomb(
     USE_DHT: tl.constexpr,
 ):
     # pid over (sequences x heads x state tiles): the gradient of the state at the end of each
-    # segment, from dht and the segments' own parts and log-decays (_dhseg, _hseg), last
+    # segment, from dht and the segments' own parts and log-decays (_dhseg STEP 1), last
     # segment first; what is left is the gradient of the initial state, stored into dh0.
     NV = (V + BV - 1) // BV
     NKV = (K + BK - 1) // BK * NV
@@ -1516,34 +1511,20 @@ def _dhcomb(
 
 
 @triton.jit
-def _gla_bwd_states_seg_kernel(
-    k,
-    v,
+def _gla_bwd_dhseg_kernel(
     q,
     do,
     gc,
-    h,
-    hend,
-    gseg,
-    dch,
     dh,
     dhown,
-    ddch,
+    gseg,
+    dhend,
     scale,
     T,
     H,
     NT,
     CPS,
     NSEG,
-    NPS,
-    s_kb,
-    s_kt,
-    s_kh,
-    s_kk,
-    s_vb,
-    s_vt,
-    s_vh,
-    s_vv,
     s_qb,
     s_qt,
     s_qh,
@@ -1558,101 +1539,59 @@ def _gla_bwd_states_seg_kernel(
     BK: tl.constexpr,
     BV: tl.constexpr,
     MODE: tl.constexpr,
+    STEP: tl.constexpr,
 ):
-    # The backward's two state walks split into segments, side by side in one launch: programs
-    # below NPS (sequences x heads x segments x state tiles) walk the chunk states forwards as
-    # _hseg, the others the gradients backwards as _dhseg.
-    pid = tl.program_id(0)
-    if pid < NPS:
-        _hseg(
-            pid,
-            k,
-            v,
-            gc,
-            h,
-            hend,
-            gseg,
-            dch,
-            T,
-            H,
-            NT,
-            CPS,
-            NSEG,
-            s_kb,
-            s_kt,
-            s_kh,
-            s_kk,
-            s_vb,
-            s_vt,
-            s_vh,
-            s_vv,
-            K,
-            V,
-            BT,
-            BK,
-            BV,
-            MODE,
-        )
-    else:
-        _dhseg(
-            pid - NPS,
-            q,
-            do,
-            gc,
-            dh,
-            dhown,
-            ddch,
-            scale,
-            T,
-            H,
-            NT,
-            CPS,
-            NSEG,
-            s_qb,
-            s_qt,
-            s_qh,
-            s_qk,
-            s_db,
-            s_dt,
-            s_dh,
-            s_dv,
-            K,
-            V,
-            BT,
-            BK,
-            BV,
-            MODE,
-        )
+    # Grid (sequences x heads x segments x state tiles,): see _dhseg.
+    _dhseg(
+        tl.program_id(0),
+        q,
+        do,
+        gc,
+        dh,
+        dhown,
+        gseg,
+        dhend,
+        scale,
+        T,
+        H,
+        NT,
+        CPS,
+        NSEG,
+        s_qb,
+        s_qt,
+        s_qh,
+        s_qk,
+        s_db,
+        s_dt,
+        s_dh,
+        s_dv,
+        K,
+        V,
+        BT,
+        BK,
+        BV,
+        MODE,
+        STEP,
+    )
 
 
 @triton.jit
-def _gla_bwd_comb_kernel(
-    h0,
-    hend,
-    gseg,
-    hstart,
+def _gla_bwd_dhcomb_kernel(
     dht,
     dhown,
+    gseg,
     dhend,
     dh0,
     H,
     NSEG,
-    NP,
     K: tl.constexpr,
     V: tl.constexpr,
     BK: tl.constexpr,
     BV: tl.constexpr,
-    USE_H0: tl.constexpr,
     USE_DHT: tl.constexpr,
 ):
-    # After _gla_bwd_states_seg_kernel: programs below NP (sequences x heads x state tiles)
-    # carry the states across segments forwards (_hcomb), the others the gradients backwards
-    # (_dhcomb), which also gives dh0.
-    pid = tl.program_id(0)
-    if pid < NP:
-        _hcomb(pid, h0, hend, gseg, hstart, hstart, H, NSEG, K, V, BK, BV, USE_H0, False)
-    else:
-        _dhcomb(pid - NP, dht, dhown, gseg, dhend, dh0, H, NSEG, K, V, BK, BV, USE_DHT)
+    # Grid (sequences x heads x state tiles,): see _dhcomb.
+    _dhcomb(tl.program_id(0), dht, dhown, gseg, dhend, dh0, H, NSEG, K, V, BK, BV, USE_DHT)
 
 
 @triton.jit
@@ -1671,18 +1610,12 @@ def _gla_bwd_dqk_kernel(
     dg_part,
     cu,
     flag,
-    hstart,
-    dch,
-    dhend,
-    ddch,
     scale,
     T,
     H,
     N,
     NT,
     NTOK,
-    CPS,
-    NSEG,
     s_qb,
     s_qt,
     s_qh,
@@ -1707,7 +1640,6 @@ def _gla_bwd_dqk_kernel(
     BV: tl.constexpr,
     USE_CU: tl.constexpr,
     FUSE_DV: tl.constexpr,
-    SPLIT: tl.constexpr,
     MODE: tl.constexpr,
     PERSIST: tl.constexpr,
 ):
@@ -1736,18 +1668,12 @@ def _gla_bwd_dqk_kernel(
                 dg_part,
                 cu,
                 flag,
-                hstart,
-                dch,
-                dhend,
-                ddch,
                 scale,
                 T,
                 H,
                 N,
                 NT,
                 NTOK,
-                CPS,
-                NSEG,
                 s_qb,
                 s_qt,
                 s_qh,
@@ -1771,7 +1697,6 @@ def _gla_bwd_dqk_kernel(
                 BV,
                 USE_CU,
                 FUSE_DV,
-                SPLIT,
                 MODE,
             )
     else:
@@ -1793,18 +1718,12 @@ def _gla_bwd_dqk_kernel(
             dg_part,
             cu,
             flag,
-            hstart,
-            dch,
-            dhend,
-            ddch,
             scale,
             T,
             H,
             N,
             NT,
             NTOK,
-            CPS,
-            NSEG,
             s_qb,
             s_qt,
             s_qh,
@@ -1828,7 +1747,6 @@ def _gla_bwd_dqk_kernel(
             BV,
             USE_CU,
             FUSE_DV,
-            SPLIT,
             MODE,
         )
 
@@ -1852,18 +1770,12 @@ def _gla_bwd_dqk_item(
     dg_part,
     cu,
     flag,
-    hstart,
-    dch,
-    dhend,
-    ddch,
     scale,
     T,
     H,
     N,
     NT,
     NTOK,
-    CPS,
-    NSEG,
     s_qb,
     s_qt,
     s_qh,
@@ -1887,7 +1799,6 @@ def _gla_bwd_dqk_item(
     BV: tl.constexpr,
     USE_CU: tl.constexpr,
     FUSE_DV: tl.constexpr,
-    SPLIT: tl.constexpr,
     MODE: tl.constexpr,
 ):
     # One item of _gla_bwd_dqk_kernel: K block i_k of state slot i_s, head i_h. It computes one
@@ -1907,9 +1818,6 @@ def _gla_bwd_dqk_item(
     # step of its walk, as _gla_bwd_dv_kernel does: dv = (scale * exp(G_i - G_j) q_i.k_j)^T do
     # + (k * exp(G_L - G)) dh. q, k and the in-chunk attention are then loaded and formed once
     # before the walk, and q, k, do and dh are read once for all four gradients.
-    #
-    # SPLIT (state walks split into segments, _gla_bwd_states_seg_kernel): h[slot] and dh[slot]
-    # hold the segment's own parts; the carried ones are added here, decayed by dch and ddch.
     NK: tl.constexpr = (K + BK - 1) // BK
     tl.static_assert(not FUSE_DV or NK == 1)
     DT = q.dtype.element_ty
@@ -1938,10 +1846,6 @@ def _gla_bwd_dqk_item(
         b_G = tl.load(p_g0 + t, mask=m_t, other=0.0)
         b_GL = tl.load(p_g0 + tl.minimum(bos + i_c * BT + BT, eos) - 1)
         p_s = (i_s.to(tl.int64) * H + i_h) * (K * V) + o_k[:, None] * V
-        if SPLIT:
-            b_d = tl.load(dch + i_s * H + i_h)
-            b_dd = tl.load(ddch + i_s * H + i_h)
-            p_ss = ((i_b * NSEG + i_c // CPS) * H + i_h) * (K * V) + o_k[:, None] * V
         p_q = _head_ptr(q, i_b, i_h, s_qb, s_qh, o_k, s_qk) + t[:, None] * s_qt
         p_k = _head_ptr(k, i_b, i_h, s_kb, s_kh, o_k, s_kk) + t[:, None] * s_kt
         m_tk = m_t[:, None] & m_k[None, :]
@@ -1977,11 +1881,6 @@ def _gla_bwd_dqk_item(
             b_do = tl.load(p_do, mask=m_tv, other=0.0)
             b_h = tl.load(h + p_s + o_v[None, :], mask=m_s, other=0.0)
             b_dh = tl.load(dh + p_s + o_v[None, :], mask=m_s, other=0.0)
-            if SPLIT:
-                b_S = tl.load(hstart + p_ss + o_v[None, :], mask=m_s, other=0.0)
-                b_dS = tl.load(dhend + p_ss + o_v[None, :], mask=m_s, other=0.0)
-                b_h = (b_h.to(tl.float32) + b_d * b_S).to(h.dtype.element_ty)
-                b_dh = (b_dh.to(tl.float32) + b_dd * b_dS).to(dh.dtype.element_ty)
             b_dA += _dot(b_do, tl.trans(b_v), DT, MODE)
             b_dqs += _dot(b_do, tl.trans(b_h), DT, MODE)
             b_dks += _dot(b_v, tl.trans(b_dh), DT, MODE)
@@ -2038,16 +1937,12 @@ def _gla_bwd_dv_kernel(
     dg_part,
     cu,
     flag,
-    dhend,
-    ddch,
     scale,
     T,
     H,
     N,
     NT,
     NTOK,
-    CPS,
-    NSEG,
     s_qb,
     s_qt,
     s_qh,
@@ -2068,7 +1963,6 @@ def _gla_bwd_dv_kernel(
     BV: tl.constexpr,
     NKG: tl.constexpr,
     USE_CU: tl.constexpr,
-    SPLIT: tl.constexpr,
     MODE: tl.constexpr,
     PERSIST: tl.constexpr,
 ):
@@ -2092,16 +1986,12 @@ def _gla_bwd_dv_kernel(
                 dg_part,
                 cu,
                 flag,
-                dhend,
-                ddch,
                 scale,
                 T,
                 H,
                 N,
                 NT,
                 NTOK,
-                CPS,
-                NSEG,
                 s_qb,
                 s_qt,
                 s_qh,
@@ -2121,7 +2011,6 @@ def _gla_bwd_dv_kernel(
                 BV,
                 NKG,
                 USE_CU,
-                SPLIT,
                 MODE,
             )
     else:
@@ -2139,16 +2028,12 @@ def _gla_bwd_dv_kernel(
             dg_part,
             cu,
             flag,
-            dhend,
-            ddch,
             scale,
             T,
             H,
             N,
             NT,
             NTOK,
-            CPS,
-            NSEG,
             s_qb,
             s_qt,
             s_qh,
@@ -2168,7 +2053,6 @@ def _gla_bwd_dv_kernel(
             BV,
             NKG,
             USE_CU,
-            SPLIT,
             MODE,
         )
 
@@ -2188,16 +2072,12 @@ def _gla_bwd_dv_item(
     dg_part,
     cu,
     flag,
-    dhend,
-    ddch,
     scale,
     T,
     H,
     N,
     NT,
     NTOK,
-    CPS,
-    NSEG,
     s_qb,
     s_qt,
     s_qh,
@@ -2217,14 +2097,12 @@ def _gla_bwd_dv_item(
     BV: tl.constexpr,
     NKG: tl.constexpr,
     USE_CU: tl.constexpr,
-    SPLIT: tl.constexpr,
     MODE: tl.constexpr,
 ):
     # One item of _gla_bwd_dv_kernel: V block i_v of state slot i_s, head i_h. It computes one
     # chunk's [BT, BV] block of dv = (scale * exp(G_i - G_j) q_i.k_j)^T do + (k * exp(G_L - G)) dh[slot],
     # walking the K blocks; the items of the first V block also sum the NKG partial dg of
-    # _gla_bwd_dqk_kernel when there are several. SPLIT: dh[slot] holds the segment's own part,
-    # as in _gla_bwd_dqk_kernel.
+    # _gla_bwd_dqk_kernel when there are several.
     DT = q.dtype.element_ty
     o_t = tl.arange(0, BT)
     o_v = i_v * BV + tl.arange(0, BV)
@@ -2243,9 +2121,6 @@ def _gla_bwd_dv_item(
         b_GL = tl.load(p_g0 + tl.minimum(bos + i_c * BT + BT, eos) - 1)
         b_dec = tl.where(m_t, tl.exp(b_GL - b_G), 0.0)
         p_s = (i_s.to(tl.int64) * H + i_h) * (K * V) + o_v[None, :]
-        if SPLIT:
-            b_dd = tl.load(ddch + i_s * H + i_h)
-            p_ss = ((i_b * NSEG + i_c // CPS) * H + i_h) * (K * V) + o_v[None, :]
         b_At = tl.zeros([BT, BT], dtype=tl.float32)
         b_dv = tl.zeros([BT, BV], dtype=tl.float32)
         for i_k in range(0, (K + BK - 1) // BK):
@@ -2256,10 +2131,6 @@ def _gla_bwd_dv_item(
             b_qT = tl.load(p_qT, mask=m_k[:, None] & m_t[None, :], other=0.0)
             b_k = tl.load(p_k, mask=m_t[:, None] & m_k[None, :], other=0.0)
             b_dh = tl.load(dh + p_s + o_k[:, None] * V, mask=m_k[:, None] & m_v[None, :], other=0.0)
-            if SPLIT:
-                m_kv = m_k[:, None] & m_v[None, :]
-                b_dS = tl.load(dhend + p_ss + o_k[:, None] * V, mask=m_kv, other=0.0)
-                b_dh = (b_dh.to(tl.float32) + b_dd * b_dS).to(dh.dtype.element_ty)
             b_At += _dot(b_k, b_qT, DT, MODE)
             b_kg = b_k.to(tl.float32) * b_dec[:, None]
             b_dv += _dot(b_kg, b_dh, DT, MODE)
@@ -2354,27 +2225,60 @@ def _bwd_config(K, V, dtype):
 
 # The forward's state pass walks each sequence's chunks in order, one program per (sequence,
 # head, state tile): with very few of them (one long sequence, few heads) most of the GPU idles.
-# Equal-length sequences are then split into segments of whole chunks walked side by side
-# (_gla_fwd_hseg_kernel), for about _SEG_PROGRAMS programs with at least _SEG_MIN_CHUNKS chunks
-# a segment, and a short pass carries the state across segments (_gla_fwd_hcomb_kernel). The
-# split costs the output pass a float32 state tile per chunk, so it only pays where the walk
-# has at most _SEG_MAX_PROGRAMS programs. On the H200 (bf16, K = V = 128; forward µs, one walk
-# against split): B1 T8192 H4 (16 programs) 98.1 against 56.4 with 16 segments; B1 T32768 H16
-# (64 programs) 544.7 against 578.7 with 8; B4 T4096 H16 (256) 191.1 against 291.6 with 2.
-_SEG_MAX_PROGRAMS = 32
+# Equal-length sequences are then split into segments of whole chunks, for about _SEG_PROGRAMS
+# programs with at least _SEG_MIN_CHUNKS chunks a segment, each walked twice side by side
+# (_launch_h_walk): the walks are short, but there are three launches and twice the products,
+# so the split only pays where the single walk has at most _SEG_MAX_PROGRAMS programs. On the
+# H200 (bf16; forward µs by CUDA-graph replay, one walk against split): B1 T8192 H4 K=V=128 (16 programs) 99.9 against
+# 51.4 with 16 segments; B1 T32768 H16 K=V=128 (64) 547.8 against 477.8 with 4, 479.8 with 8,
+# 494.1 with 16; B4 T4096 H16 K=V=128 (256) 190.9 against 243.4 with 2; B8 T2048 H32 K=V=64
+# (256) 143.2 against 193.7 with 2.
+_SEG_MAX_PROGRAMS = 64
 _SEG_PROGRAMS = 256
 _SEG_MIN_CHUNKS = 8
 
 
-def _launch_h_walk(like, k, v, gc, h0, h, ht, cu, N, NT, BT, cfg, mode):
-    """The state walk of one program per (sequence, head, state tile), writing the state at the
-    start of each chunk into ``h`` (and the final states into ``ht`` unless it is None): the
-    forward's state pass, and the backward's where it recomputes the states. ``cfg``: the walk's
-    (BK, BV, num_warps, num_stages); ``N`` sequences (``cu``: their offsets, or None)."""
+def _launch_h_walk(like, k, v, gc, h0, h, ht, cu, N, NT, BT, cfg, mode, segments=(0, 1)):
+    """The state walk writing the state at the start of each chunk into ``h`` (and the final
+    states into ``ht`` unless it is None): the forward's state pass, and the backward's where it
+    recomputes the states. ``cfg``: the walk's (BK, BV, num_warps, num_stages); ``N`` sequences
+    (``cu``: their offsets, or None); ``segments``: (chunks per segment, segments) from
+    ``_walk_segments``. With one segment, one program per (sequence, head, state tile) walks
+    the whole sequence; with several, three launches (see ``_hseg``): each segment's own end
+    state, the states at the segments' starts, then each segment again from its start."""
     _, T, H, K = k.shape
     V = v.shape[-1]
     hk, hv, hw, hs = cfg
-    launchable(_gla_fwd_h_kernel, like)[(N * H * cdiv(K, hk) * cdiv(V, hv),)](
+    tiles = cdiv(K, hk) * cdiv(V, hv)
+    cps, nseg = segments
+    if nseg > 1:
+        hend = k.new_empty((N * nseg, H, K, V), dtype=torch.float32)
+        hstart = torch.empty_like(hend)
+        gseg = k.new_empty((N * nseg, H), dtype=torch.float32)
+        args = (k, v, gc, h, hend, gseg, hstart, T, H, NT, cps, nseg, *k.stride(), *v.stride())
+        kw = dict(K=K, V=V, BT=BT, BK=hk, BV=hv, MODE=mode, num_warps=hw, num_stages=hs)
+        grid = (N * H * nseg * tiles,)
+        launchable(_gla_fwd_hseg_kernel, like)[grid](*args, **kw, STEP=1)
+        launchable(_gla_fwd_hcomb_kernel, like)[(N * H * tiles,)](
+            h0,
+            hend,
+            gseg,
+            hstart,
+            ht,
+            H,
+            nseg,
+            K=K,
+            V=V,
+            BK=hk,
+            BV=hv,
+            USE_H0=h0 is not None,
+            STORE_HT=ht is not None,
+            num_warps=4,
+            num_stages=1,
+        )
+        launchable(_gla_fwd_hseg_kernel, like)[grid](*args, **kw, STEP=2)
+        return
+    launchable(_gla_fwd_h_kernel, like)[(N * H * tiles,)](
         k,
         v,
         gc,
@@ -2401,6 +2305,61 @@ def _launch_h_walk(like, k, v, gc, h0, h, ht, cu, N, NT, BT, cfg, mode):
     )
 
 
+def _launch_dh_walk(like, q, do, gc, dht, dh, dh0, cu, scale, N, NT, BT, cfg, mode, segments):
+    """The reverse walk writing the gradient of the state at the end of each chunk into ``dh``
+    and that of the initial states into ``dh0``, as :func:`_launch_h_walk` the forward one
+    (three launches with several segments: see ``_dhseg``)."""
+    _, T, H, K = q.shape
+    V = do.shape[-1]
+    hk, hv, hw, hs = cfg
+    tiles = cdiv(K, hk) * cdiv(V, hv)
+    cps, nseg = segments
+    strides = (*q.stride(), *do.stride())
+    kw = dict(K=K, V=V, BT=BT, BK=hk, BV=hv, MODE=mode, num_warps=hw, num_stages=hs)
+    if nseg > 1:
+        dhown = q.new_empty((N * nseg, H, K, V), dtype=torch.float32)
+        dhend = torch.empty_like(dhown)
+        gseg = q.new_empty((N * nseg, H), dtype=torch.float32)
+        args = (q, do, gc, dh, dhown, gseg, dhend, float(scale), T, H, NT, cps, nseg, *strides)
+        grid = (N * H * nseg * tiles,)
+        launchable(_gla_bwd_dhseg_kernel, like)[grid](*args, **kw, STEP=1)
+        launchable(_gla_bwd_dhcomb_kernel, like)[(N * H * tiles,)](
+            dht,
+            dhown,
+            gseg,
+            dhend,
+            dh0,
+            H,
+            nseg,
+            K=K,
+            V=V,
+            BK=hk,
+            BV=hv,
+            USE_DHT=dht is not None,
+            num_warps=4,
+            num_stages=1,
+        )
+        launchable(_gla_bwd_dhseg_kernel, like)[grid](*args, **kw, STEP=2)
+        return
+    launchable(_gla_bwd_dh_kernel, like)[(N * H * tiles,)](
+        q,
+        do,
+        gc,
+        dht,
+        dh,
+        dh0,
+        cu,
+        float(scale),
+        T,
+        H,
+        NT,
+        *strides,
+        **kw,
+        USE_CU=cu is not None,
+        USE_DHT=dht is not None,
+    )
+
+
 def _segments(programs: int, chunks: int, max_programs: int | None = None) -> int:
     """Segments per sequence for a state walk of ``programs`` programs over ``chunks`` chunks
     (1: no split); the split applies at ``max_programs`` programs or fewer (default: the
@@ -2417,10 +2376,16 @@ def _walk_segments(programs: int, chunks: int, use_cu: bool, max_programs: int |
     return cps, cdiv(chunks, cps)
 
 
-# The backward splits its two state walks likewise (_gla_bwd_states_seg_kernel), where each walk
-# alone has at most _BWD_SEG_MAX_PROGRAMS programs; the dq/dk/dg and dv passes then add each
-# segment's carried state and gradient (_gla_bwd_dqk_kernel, _gla_bwd_dv_kernel).
-_BWD_SEG_MAX_PROGRAMS = 32
+# The backward splits its reverse walk likewise (_launch_dh_walk), where it alone has at most
+# _BWD_SEG_MAX_PROGRAMS programs. Without the forward's states the split recomputes them in
+# three launches too, where the whole walks share one (_gla_bwd_states_kernel): it then splits
+# only at _BWD_SEG_MAX_PROGRAMS_RECOMPUTING programs or fewer. On the H200 (bf16, K = V = 128;
+# backward µs, whole against split, with the forward's states / recomputing them): B1 T8192 H4
+# (16 programs) 150.5 against 97.7 with 16 segments / 145.8 against 132.6; B1 T32768 H16 (64)
+# 1113.4 against 1039.8 with 4 / 1171.9 against 1296.3; B4 T4096 H16 (256) 475.0 against 522.8
+# with 2 / 553.8 against 654.9.
+_BWD_SEG_MAX_PROGRAMS = 64
+_BWD_SEG_MAX_PROGRAMS_RECOMPUTING = 32
 
 # Whether the backward runs its two state walks in one launch (_gla_bwd_states_kernel) rather
 # than two (_gla_fwd_h_kernel, then _gla_bwd_dh_kernel); the benchmarks time both.
@@ -2532,15 +2497,16 @@ def chunk_gla_fwd(
 ):
     """Forward of ``chunk_gla``: ``S_t = exp(g_t) S_{t-1} + k_t^T v_t``, ``o_t = scale * q_t S_t``.
 
-    Chunks of 64 tokens, in three to four launches: the cumulative log-decay within each chunk
+    Chunks of 64 tokens, in three to five launches: the cumulative log-decay within each chunk
     (float32 ``[B, H, T]`` scratch); the state at the start of each chunk (``h``, returned for
     the backward), one program per (sequence, head, state tile) walking its chunks; each chunk's
     output from that state and the causal in-chunk attention, one program per (chunk, head,
     V block); and, with ``cu_seqlens`` only, a walk of each whole sequence that does the work
     only where the clamped offsets fall somewhere. When the state walk would have very few
     programs (long equal-length sequences, few heads: see ``_segments``), each sequence is
-    walked as segments side by side plus one short pass across segments (float32 scratch
-    ``[N * segments, H, K, V]`` twice), and the output pass adds each segment's start state.
+    walked as segments side by side twice: once for each segment's own end state, then, after
+    one short pass across segments for the state at each segment's start, again from that state
+    to store the chunk states (float32 scratch ``[N * segments, H, K, V]`` twice).
 
     Args:
         q: ``[B, T, H, K]``, bfloat16, float16 or float32, any strides.
@@ -2565,7 +2531,7 @@ def chunk_gla_fwd(
         ``[B, T, H, V]`` in ``q``'s dtype; ``h`` is ``[S, H, K, V]`` in ``q``'s dtype, the state
         at the start of each chunk for :func:`chunk_gla_bwd` (``S`` = ``B * ceil(T / 64)``, or
         ``ceil(T / 64) + N - 1`` with ``cu_seqlens``: a slot per chunk, and zeros in the slots
-        between packed sequences; from each segment's start where the walk was split);
+        between packed sequences);
         ``final_state`` is ``[N, H, K, V]`` float32, or None when ``output_final_state`` is
         false.
 
@@ -2621,56 +2587,8 @@ def chunk_gla_fwd(
         num_stages=1,
     )
     tiles = cdiv(K, hk) * cdiv(V, hv)
-    cps, nseg = _walk_segments(N * H * tiles, NT, use_cu)
-    hstart = dch = None
-    if nseg == 1:
-        _launch_h_walk(o, k, v, gc, h0, h, ht, cu_seqlens, N, NT, BT, (hk, hv, hw, hs), mode)
-    else:
-        hend = q.new_empty((N * nseg, H, K, V), dtype=torch.float32)
-        hstart = torch.empty_like(hend)
-        gseg = q.new_empty((N * nseg, H), dtype=torch.float32)
-        dch = q.new_empty((NS, H), dtype=torch.float32)
-        launchable(_gla_fwd_hseg_kernel, o)[(N * H * nseg * tiles,)](
-            k,
-            v,
-            gc,
-            h,
-            hend,
-            gseg,
-            dch,
-            T,
-            H,
-            NT,
-            cps,
-            nseg,
-            *k.stride(),
-            *v.stride(),
-            K=K,
-            V=V,
-            BT=BT,
-            BK=hk,
-            BV=hv,
-            MODE=mode,
-            num_warps=hw,
-            num_stages=hs,
-        )
-        launchable(_gla_fwd_hcomb_kernel, o)[(N * H * tiles,)](
-            h0,
-            hend,
-            gseg,
-            hstart,
-            ht,
-            H,
-            nseg,
-            K=K,
-            V=V,
-            BK=hk,
-            BV=hv,
-            USE_H0=h0 is not None,
-            STORE_HT=ht is not None,
-            num_warps=4,
-            num_stages=1,
-        )
+    segments = _walk_segments(N * H * tiles, NT, use_cu)
+    _launch_h_walk(o, k, v, gc, h0, h, ht, cu_seqlens, N, NT, BT, (hk, hv, hw, hs), mode, segments)
     strides = (*q.stride(), *k.stride(), *v.stride())
     launchable(_gla_fwd_o_kernel, o)[(cdiv(V, ov) * NS, H)](
         q,
@@ -2681,15 +2599,11 @@ def chunk_gla_fwd(
         o,
         cu_seqlens,
         flag,
-        hstart,
-        dch,
         float(scale),
         T,
         H,
         N,
         NT,
-        cps,
-        nseg,
         *strides,
         K=K,
         V=V,
@@ -2697,7 +2611,6 @@ def chunk_gla_fwd(
         BK=ok,
         BV=ov,
         USE_CU=use_cu,
-        SPLIT=nseg > 1,
         MODE=mode,
         num_warps=ow,
         num_stages=os_,
@@ -2737,7 +2650,8 @@ def chunk_gla_fwd(
 def chunk_gla_bwd(q, k, v, g, scale: float | None, initial_state, cu_seqlens, do, dht, h=None):
     """Backward of ``chunk_gla``: the gradients of every differentiable forward input.
 
-    Chunks of 64 tokens, in three or four launches (six or seven with ``cu_seqlens``): the
+    Chunks of 64 tokens, in three or four launches (more where the walks split, and three
+    more with ``cu_seqlens``): the
     cumulative log-decay within each chunk, as in :func:`chunk_gla_fwd`; the gradient of the
     state at the end of each chunk, one program per (sequence, head, state tile) walking its
     chunks backwards (the last step gives ``dh0``), side by side in one launch with the walk
@@ -2748,9 +2662,9 @@ def chunk_gla_bwd(q, k, v, g, scale: float | None, initial_state, cu_seqlens, do
     per (chunk, head, K block) and a fourth launch for ``dv``, one program per (chunk, head,
     V block). When each
     walk would have very few programs (long equal-length sequences, few heads: see
-    ``_segments``), the walks run as segments side by side and one short launch carries states
-    and gradients across segments (float32 scratch ``[N * segments, H, K, V]`` four times);
-    the gradient pass adds them. With ``cu_seqlens``, a walk of each whole sequence that does
+    ``_segments``), each runs as in :func:`chunk_gla_fwd`: segments side by side, twice, with a
+    short launch across segments between (float32 scratch ``[N * segments, H, K, V]`` twice
+    per walk). With ``cu_seqlens``, a walk of each whole sequence that does
     the work only where the clamped offsets fall somewhere (the chunks of different sequences
     may then overlap) follows.
 
@@ -2763,7 +2677,7 @@ def chunk_gla_bwd(q, k, v, g, scale: float | None, initial_state, cu_seqlens, do
         do: ``[B, T, H, V]``, the gradient of ``output`` (``q``'s dtype), any strides.
         dht: ``[N, H, K, V]`` float32, the gradient of ``final_state``, or None (zero).
         h: the ``h`` that :func:`chunk_gla_fwd` returned for these inputs, or None (the states
-            are then recomputed, as they are also where the forward walked segments). Of
+            are then recomputed, as they are also where the walks here run as segments). Of
             another shape, dtype or device: ``ValueError``.
 
     Returns:
@@ -2841,81 +2755,15 @@ def chunk_gla_bwd(q, k, v, g, scale: float | None, initial_state, cu_seqlens, do
     )
     tiles = cdiv(K, hk) * cdiv(V, hv)
     NP = N * H * tiles
-    cps, nseg = _walk_segments(NP, NT, use_cu, _BWD_SEG_MAX_PROGRAMS)
-    hstart = dch = dhend = ddch = None
-    if h_saved is not None and (nseg > 1 or _walk_segments(NP, NT, use_cu)[1] > 1):
-        # The forward walked segments: its h holds states from each segment's start. The walks
-        # here recompute them (in segments, or whole).
-        h_saved = None
+    seg_max = _BWD_SEG_MAX_PROGRAMS if h_saved is not None else _BWD_SEG_MAX_PROGRAMS_RECOMPUTING
+    segments = _walk_segments(NP, NT, use_cu, seg_max)
     if h_saved is None:
         h = q.new_empty((NS, H, K, V), dtype=sdt)
     else:
-        # The forward's chunk states, walked whole as here: only the gradients are walked.
+        # The forward's chunk states: only the gradients are walked.
         h = h_saved if mode != 2 else h_saved.to(torch.float32)
-    if nseg > 1:
-        # The carried float32 state tiles that the dq/dk/dg pass then loads take shared memory
-        # in every pipeline stage: three stages of K = V = 128 need 328 KiB, over the H200's 227.
-        qs = min(qs, 2)
-        hend = q.new_empty((N * nseg, H, K, V), dtype=torch.float32)
-        hstart, dhown, dhend = (torch.empty_like(hend) for _ in range(3))
-        gseg = q.new_empty((N * nseg, H), dtype=torch.float32)
-        dch = q.new_empty((NS, H), dtype=torch.float32)
-        ddch = torch.empty_like(dch)
-        launchable(_gla_bwd_states_seg_kernel, dv)[(2 * NP * nseg,)](
-            k,
-            v,
-            q,
-            do,
-            gc,
-            h,
-            hend,
-            gseg,
-            dch,
-            dh,
-            dhown,
-            ddch,
-            float(scale),
-            T,
-            H,
-            NT,
-            cps,
-            nseg,
-            NP * nseg,
-            *k_s,
-            *v_s,
-            *q_s,
-            *do_s,
-            K=K,
-            V=V,
-            BT=BT,
-            BK=hk,
-            BV=hv,
-            MODE=mode,
-            num_warps=hw,
-            num_stages=hs,
-        )
-        launchable(_gla_bwd_comb_kernel, dv)[(2 * NP,)](
-            h0,
-            hend,
-            gseg,
-            hstart,
-            dht,
-            dhown,
-            dhend,
-            dh0,
-            H,
-            nseg,
-            NP,
-            K=K,
-            V=V,
-            BK=hk,
-            BV=hv,
-            USE_H0=h0 is not None,
-            USE_DHT=dht is not None,
-            num_warps=4,
-            num_stages=1,
-        )
-    elif _BWD_STATES_FUSED and h_saved is None:
+    state_cfg = (hk, hv, hw, hs)
+    if _BWD_STATES_FUSED and h_saved is None and segments[1] == 1:
         launchable(_gla_bwd_states_kernel, dv)[(2 * NP,)](
             k,
             v,
@@ -2951,31 +2799,9 @@ def chunk_gla_bwd(q, k, v, g, scale: float | None, initial_state, cu_seqlens, do
         )
     else:
         if h_saved is None:
-            _launch_h_walk(dv, k, v, gc, h0, h, None, cu, N, NT, BT, (hk, hv, hw, hs), mode)
-        launchable(_gla_bwd_dh_kernel, dv)[(N * H * cdiv(K, hk) * cdiv(V, hv),)](
-            q,
-            do,
-            gc,
-            dht,
-            dh,
-            dh0,
-            cu,
-            float(scale),
-            T,
-            H,
-            NT,
-            *q_s,
-            *do_s,
-            K=K,
-            V=V,
-            BT=BT,
-            BK=hk,
-            BV=hv,
-            USE_CU=use_cu,
-            USE_DHT=dht is not None,
-            MODE=mode,
-            num_warps=hw,
-            num_stages=hs,
+            _launch_h_walk(dv, k, v, gc, h0, h, None, cu, N, NT, BT, state_cfg, mode, segments)
+        _launch_dh_walk(
+            dv, q, do, gc, dht, dh, dh0, cu, scale, N, NT, BT, state_cfg, mode, segments
         )
     per_sm = 0 if use_cu else qp
     launchable(_gla_bwd_dqk_kernel, dv)[_items_grid(NKG * NS, H, q.device, per_sm)](
@@ -2993,18 +2819,12 @@ def chunk_gla_bwd(q, k, v, g, scale: float | None, initial_state, cu_seqlens, do
         dg_part,
         cu,
         flag,
-        hstart,
-        dch,
-        dhend,
-        ddch,
         float(scale),
         T,
         H,
         N,
         NT,
         NTOK,
-        cps,
-        nseg,
         *q_s,
         *k_s,
         *v_s,
@@ -3017,14 +2837,12 @@ def chunk_gla_bwd(q, k, v, g, scale: float | None, initial_state, cu_seqlens, do
         BV=qv,
         USE_CU=use_cu,
         FUSE_DV=fuse_dv,
-        SPLIT=nseg > 1,
         MODE=mode,
         PERSIST=per_sm > 0,
         num_warps=qw,
         num_stages=qs,
     )
     if not fuse_dv:
-        split = (dhend, ddch, cps, nseg)
         _bwd_dv(
             q,
             k,
@@ -3044,19 +2862,14 @@ def chunk_gla_bwd(q, k, v, g, scale: float | None, initial_state, cu_seqlens, do
             BT,
             dv_cfg,
             mode,
-            split,
         )
     if use_cu:
         _bwd_sequential(q, k, v, g, scale, h0, cu, flag, do, dht, dq, dk, dv, dg, dh0, N, fb, mode)
     return dq, dk, dv, dg, dh0
 
 
-def _bwd_dv(
-    q, k, gc, dh, do, dv, dg, dg_part, cu, flag, scale, N, NT, NS, NKG, BT, cfg, mode, split
-):
-    """The dv pass of :func:`chunk_gla_bwd` (which sums the partial dg too); ``split`` is
-    ``(dhend, ddch, chunks per segment, segments)`` of split state walks."""
-    dhend, ddch, cps, nseg = split
+def _bwd_dv(q, k, gc, dh, do, dv, dg, dg_part, cu, flag, scale, N, NT, NS, NKG, BT, cfg, mode):
+    """The dv pass of :func:`chunk_gla_bwd` (which sums the partial dg too)."""
     B, T, H, K = q.shape
     V = do.shape[-1]
     vk, vv, vw, vs, vp = cfg
@@ -3075,16 +2888,12 @@ def _bwd_dv(
         dg_part,
         cu,
         flag,
-        dhend,
-        ddch,
         float(scale),
         T,
         H,
         N,
         NT,
         NTOK,
-        cps,
-        nseg,
         *q_s,
         *k_s,
         *do_s,
@@ -3096,7 +2905,6 @@ def _bwd_dv(
         BV=vv,
         NKG=NKG,
         USE_CU=cu is not None,
-        SPLIT=nseg > 1,
         MODE=mode,
         PERSIST=per_sm > 0,
         num_warps=vw,
