@@ -393,8 +393,7 @@ def _gla_fwd_h_kernel(
 
 
 @triton.jit
-def _hseg(
-    pid,
+def _gla_fwd_hseg_kernel(
     k,
     v,
     gc,
@@ -423,14 +422,14 @@ def _hseg(
     MODE: tl.constexpr,
     STEP: tl.constexpr,
 ):
-    # The state pass of a long sequence split into segments of CPS chunks (equal-length
-    # sequences only); pid over (sequences x heads x segments x state tiles), tiles fastest.
-    # Each program walks the chunks of its segment. STEP 1: from a zero state, storing only the
-    # segment's own end state into hend and its total log-decay into gseg; _hcomb then carries
-    # the states across segments into hstart, the state at each segment's start. STEP 2: from
-    # that state, storing into h[slot] the state at each chunk's start, as the single walk does.
-    # (Each segment is walked twice, but every walk is short: the passes that read h need no
-    # change.)
+    # The state pass of a long sequence split into segments of CPS chunks (equal-length sequences
+    # only); grid (sequences x heads x segments x state tiles,), tiles fastest. Each program walks
+    # the chunks of its segment. STEP 1: from a zero state, storing only the segment's own end state
+    # into hend and its total log-decay into gseg; _gla_fwd_hcomb_kernel then carries the states
+    # across segments into hstart, the state at each segment's start. STEP 2: from that state,
+    # storing into h[slot] the state at each chunk's start, as the single walk does. (Each segment
+    # is walked twice, but every walk is short: the passes that read h need no change.)
+    pid = tl.program_id(0)
     NV = (V + BV - 1) // BV
     NKV = (K + BK - 1) // BK * NV
     DT = k.dtype.element_ty
@@ -482,71 +481,7 @@ def _hseg(
 
 
 @triton.jit
-def _gla_fwd_hseg_kernel(
-    k,
-    v,
-    gc,
-    h,
-    hend,
-    gseg,
-    hstart,
-    T,
-    H,
-    NT,
-    CPS,
-    NSEG,
-    s_kb,
-    s_kt,
-    s_kh,
-    s_kk,
-    s_vb,
-    s_vt,
-    s_vh,
-    s_vv,
-    K: tl.constexpr,
-    V: tl.constexpr,
-    BT: tl.constexpr,
-    BK: tl.constexpr,
-    BV: tl.constexpr,
-    MODE: tl.constexpr,
-    STEP: tl.constexpr,
-):
-    # Grid (sequences x heads x segments x state tiles,): see _hseg.
-    _hseg(
-        tl.program_id(0),
-        k,
-        v,
-        gc,
-        h,
-        hend,
-        gseg,
-        hstart,
-        T,
-        H,
-        NT,
-        CPS,
-        NSEG,
-        s_kb,
-        s_kt,
-        s_kh,
-        s_kk,
-        s_vb,
-        s_vt,
-        s_vh,
-        s_vv,
-        K,
-        V,
-        BT,
-        BK,
-        BV,
-        MODE,
-        STEP,
-    )
-
-
-@triton.jit
-def _hcomb(
-    pid,
+def _gla_fwd_hcomb_kernel(
     h0,
     hend,
     gseg,
@@ -561,9 +496,10 @@ def _hcomb(
     USE_H0: tl.constexpr,
     STORE_HT: tl.constexpr,
 ):
-    # pid over (sequences x heads x state tiles): the state at the start of each segment, from
-    # the initial state and the segments' own end states and log-decays (_hseg), and the
-    # final state.
+    # Grid (sequences x heads x state tiles,): the state at the start of each segment, from the
+    # initial state and the segments' own end states and log-decays (_gla_fwd_hseg_kernel
+    # STEP 1), and the final state.
+    pid = tl.program_id(0)
     NV = (V + BV - 1) // BV
     NKV = (K + BK - 1) // BK * NV
     i_kv = pid % NKV
@@ -586,26 +522,6 @@ def _hcomb(
         b_s = b_s * tl.exp(b_g) + tl.load(hend + p_off, mask=m_p, other=0.0)
     if STORE_HT:
         tl.store(ht + s_off, b_s, mask=m_s)
-
-
-@triton.jit
-def _gla_fwd_hcomb_kernel(
-    h0,
-    hend,
-    gseg,
-    hstart,
-    ht,
-    H,
-    NSEG,
-    K: tl.constexpr,
-    V: tl.constexpr,
-    BK: tl.constexpr,
-    BV: tl.constexpr,
-    USE_H0: tl.constexpr,
-    STORE_HT: tl.constexpr,
-):
-    # Grid (sequences x heads x state tiles,): see _hcomb.
-    _hcomb(tl.program_id(0), h0, hend, gseg, hstart, ht, H, NSEG, K, V, BK, BV, USE_H0, STORE_HT)
 
 
 @triton.jit
@@ -1379,8 +1295,7 @@ def _gla_bwd_states_kernel(
 
 
 @triton.jit
-def _dhseg(
-    pid,
+def _gla_bwd_dhseg_kernel(
     q,
     do,
     gc,
@@ -1410,13 +1325,14 @@ def _dhseg(
     MODE: tl.constexpr,
     STEP: tl.constexpr,
 ):
-    # The reverse walk (_dh_walk) split into segments of CPS chunks as _hseg splits the forward
-    # one (equal-length sequences only); pid over (sequences x heads x segments x state tiles),
-    # tiles fastest. Each program walks its segment's chunks from the last. STEP 1: from a zero
-    # gradient, storing only the segment's own part of the gradient at its start into dhown and
-    # its total log-decay into gseg; _dhcomb then carries the gradients across segments into
-    # dhend, the gradient at each segment's end. STEP 2: from that gradient, storing into
-    # dh[slot] the gradient of the state at each chunk's end, as the single walk does.
+    # The reverse walk (_dh_walk) split into segments of CPS chunks as _gla_fwd_hseg_kernel splits
+    # the forward one (equal-length sequences only); grid (sequences x heads x segments x state
+    # tiles,), tiles fastest. Each program walks its segment's chunks from the last. STEP 1: from a
+    # zero gradient, storing only the segment's own part of the gradient at its start into dhown and
+    # its total log-decay into gseg; _gla_bwd_dhcomb_kernel then carries the gradients across
+    # segments into dhend, the gradient at each segment's end. STEP 2: from that gradient, storing
+    # into dh[slot] the gradient of the state at each chunk's end, as the single walk does.
+    pid = tl.program_id(0)
     NV = (V + BV - 1) // BV
     NKV = (K + BK - 1) // BK * NV
     DT = q.dtype.element_ty
@@ -1469,8 +1385,7 @@ def _dhseg(
 
 
 @triton.jit
-def _dhcomb(
-    pid,
+def _gla_bwd_dhcomb_kernel(
     dht,
     dhown,
     gseg,
@@ -1484,9 +1399,10 @@ def _dhcomb(
     BV: tl.constexpr,
     USE_DHT: tl.constexpr,
 ):
-    # pid over (sequences x heads x state tiles): the gradient of the state at the end of each
-    # segment, from dht and the segments' own parts and log-decays (_dhseg STEP 1), last
-    # segment first; what is left is the gradient of the initial state, stored into dh0.
+    # Grid (sequences x heads x state tiles,): the gradient of the state at the end of each
+    # segment, from dht and the segments' own parts and log-decays (_gla_bwd_dhseg_kernel
+    # STEP 1), last segment first; what is left is the gradient of the initial state, into dh0.
+    pid = tl.program_id(0)
     NV = (V + BV - 1) // BV
     NKV = (K + BK - 1) // BK * NV
     i_kv = pid % NKV
@@ -1508,90 +1424,6 @@ def _dhcomb(
         b_g = tl.load(gseg + i_ns * H + i_h)
         b_s = b_s * tl.exp(b_g) + tl.load(dhown + p_off, mask=m_p, other=0.0)
     tl.store(dh0 + s_off, b_s, mask=m_s)
-
-
-@triton.jit
-def _gla_bwd_dhseg_kernel(
-    q,
-    do,
-    gc,
-    dh,
-    dhown,
-    gseg,
-    dhend,
-    scale,
-    T,
-    H,
-    NT,
-    CPS,
-    NSEG,
-    s_qb,
-    s_qt,
-    s_qh,
-    s_qk,
-    s_db,
-    s_dt,
-    s_dh,
-    s_dv,
-    K: tl.constexpr,
-    V: tl.constexpr,
-    BT: tl.constexpr,
-    BK: tl.constexpr,
-    BV: tl.constexpr,
-    MODE: tl.constexpr,
-    STEP: tl.constexpr,
-):
-    # Grid (sequences x heads x segments x state tiles,): see _dhseg.
-    _dhseg(
-        tl.program_id(0),
-        q,
-        do,
-        gc,
-        dh,
-        dhown,
-        gseg,
-        dhend,
-        scale,
-        T,
-        H,
-        NT,
-        CPS,
-        NSEG,
-        s_qb,
-        s_qt,
-        s_qh,
-        s_qk,
-        s_db,
-        s_dt,
-        s_dh,
-        s_dv,
-        K,
-        V,
-        BT,
-        BK,
-        BV,
-        MODE,
-        STEP,
-    )
-
-
-@triton.jit
-def _gla_bwd_dhcomb_kernel(
-    dht,
-    dhown,
-    gseg,
-    dhend,
-    dh0,
-    H,
-    NSEG,
-    K: tl.constexpr,
-    V: tl.constexpr,
-    BK: tl.constexpr,
-    BV: tl.constexpr,
-    USE_DHT: tl.constexpr,
-):
-    # Grid (sequences x heads x state tiles,): see _dhcomb.
-    _dhcomb(tl.program_id(0), dht, dhown, gseg, dhend, dh0, H, NSEG, K, V, BK, BV, USE_DHT)
 
 
 @triton.jit
@@ -2100,8 +1932,8 @@ def _gla_bwd_dv_item(
     MODE: tl.constexpr,
 ):
     # One item of _gla_bwd_dv_kernel: V block i_v of state slot i_s, head i_h. It computes one
-    # chunk's [BT, BV] block of dv = (scale * exp(G_i - G_j) q_i.k_j)^T do + (k * exp(G_L - G)) dh[slot],
-    # walking the K blocks; the items of the first V block also sum the NKG partial dg of
+    # chunk's [BT, BV] block of dv = (scale * exp(G_i - G_j) q_i.k_j)^T do + (k * exp(G_L - G))
+    # dh[slot], walking the K blocks; the items of the first V block also sum the NKG partial dg of
     # _gla_bwd_dqk_kernel when there are several.
     DT = q.dtype.element_ty
     o_t = tl.arange(0, BT)
@@ -2223,16 +2055,16 @@ def _bwd_config(K, V, dtype):
     return BT, state, (64, 64, 8, 2, 0), (64, 64, 4, 2, 0), fallback
 
 
-# The forward's state pass walks each sequence's chunks in order, one program per (sequence,
-# head, state tile): with very few of them (one long sequence, few heads) most of the GPU idles.
+# The forward's state pass walks each sequence's chunks in order, one program per (sequence, head,
+# state tile): with very few of them (one long sequence, few heads) most of the GPU idles.
 # Equal-length sequences are then split into segments of whole chunks, for about _SEG_PROGRAMS
 # programs with at least _SEG_MIN_CHUNKS chunks a segment, each walked twice side by side
-# (_launch_h_walk): the walks are short, but there are three launches and twice the products,
-# so the split only pays where the single walk has at most _SEG_MAX_PROGRAMS programs. On the
-# H200 (bf16; forward µs by CUDA-graph replay, one walk against split): B1 T8192 H4 K=V=128 (16 programs) 99.9 against
-# 51.4 with 16 segments; B1 T32768 H16 K=V=128 (64) 547.8 against 477.8 with 4, 479.8 with 8,
-# 494.1 with 16; B4 T4096 H16 K=V=128 (256) 190.9 against 243.4 with 2; B8 T2048 H32 K=V=64
-# (256) 143.2 against 193.7 with 2.
+# (_launch_h_walk): the walks are short, but there are three launches and twice the products, so the
+# split only pays where the single walk has at most _SEG_MAX_PROGRAMS programs. On the H200 (bf16;
+# forward µs by CUDA-graph replay, one walk against split): B1 T8192 H4 K=V=128 (16 programs) 99.9
+# against 51.4 with 16 segments; B1 T32768 H16 K=V=128 (64) 547.8 against 477.8 with 4, 479.8 with
+# 8, 494.1 with 16; B4 T4096 H16 K=V=128 (256) 190.9 against 243.4 with 2; B8 T2048 H32 K=V=64 (256)
+# 143.2 against 193.7 with 2.
 _SEG_MAX_PROGRAMS = 64
 _SEG_PROGRAMS = 256
 _SEG_MIN_CHUNKS = 8
@@ -2244,8 +2076,9 @@ def _launch_h_walk(like, k, v, gc, h0, h, ht, cu, N, NT, BT, cfg, mode, segments
     recomputes the states. ``cfg``: the walk's (BK, BV, num_warps, num_stages); ``N`` sequences
     (``cu``: their offsets, or None); ``segments``: (chunks per segment, segments) from
     ``_walk_segments``. With one segment, one program per (sequence, head, state tile) walks
-    the whole sequence; with several, three launches (see ``_hseg``): each segment's own end
-    state, the states at the segments' starts, then each segment again from its start."""
+    the whole sequence; with several, three launches (see ``_gla_fwd_hseg_kernel``): each
+    segment's own end state, the states at the segments' starts, then each segment again from
+    its start."""
     _, T, H, K = k.shape
     V = v.shape[-1]
     hk, hv, hw, hs = cfg
@@ -2308,7 +2141,7 @@ def _launch_h_walk(like, k, v, gc, h0, h, ht, cu, N, NT, BT, cfg, mode, segments
 def _launch_dh_walk(like, q, do, gc, dht, dh, dh0, cu, scale, N, NT, BT, cfg, mode, segments):
     """The reverse walk writing the gradient of the state at the end of each chunk into ``dh``
     and that of the initial states into ``dh0``, as :func:`_launch_h_walk` the forward one
-    (three launches with several segments: see ``_dhseg``)."""
+    (three launches with several segments: see ``_gla_bwd_dhseg_kernel``)."""
     _, T, H, K = q.shape
     V = do.shape[-1]
     hk, hv, hw, hs = cfg
