@@ -2061,7 +2061,8 @@ def _bwd_config(K, V, dtype):
 # programs with at least _SEG_MIN_CHUNKS chunks a segment, each walked twice side by side
 # (_launch_h_walk): the walks are short, but there are three launches and twice the products, so the
 # split only pays where the single walk has at most _SEG_MAX_PROGRAMS programs. On the H200 (bf16;
-# forward µs by CUDA-graph replay, one walk against split): B1 T8192 H4 K=V=128 (16 programs) 99.9
+# forward µs by CUDA-graph replay, one walk against split,
+# benchmarks/chunk_gla_split_sweep.py): B1 T8192 H4 K=V=128 (16 programs) 99.9
 # against 51.4 with 16 segments; B1 T32768 H16 K=V=128 (64) 547.8 against 477.8 with 4, 479.8 with
 # 8, 494.1 with 16; B4 T4096 H16 K=V=128 (256) 190.9 against 243.4 with 2; B8 T2048 H32 K=V=64 (256)
 # 143.2 against 193.7 with 2.
@@ -2213,7 +2214,8 @@ def _walk_segments(programs: int, chunks: int, use_cu: bool, max_programs: int |
 # _BWD_SEG_MAX_PROGRAMS programs. Without the forward's states the split recomputes them in
 # three launches too, where the whole walks share one (_gla_bwd_states_kernel): it then splits
 # only at _BWD_SEG_MAX_PROGRAMS_RECOMPUTING programs or fewer. On the H200 (bf16, K = V = 128;
-# backward µs, whole against split, with the forward's states / recomputing them): B1 T8192 H4
+# backward µs, whole against split, with the forward's states / recomputing them,
+# benchmarks/chunk_gla_split_sweep.py): B1 T8192 H4
 # (16 programs) 150.5 against 97.7 with 16 segments / 145.8 against 132.6; B1 T32768 H16 (64)
 # 1113.4 against 1039.8 with 4 / 1171.9 against 1296.3; B4 T4096 H16 (256) 475.0 against 522.8
 # with 2 / 553.8 against 654.9.
