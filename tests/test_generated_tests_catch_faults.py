@@ -354,10 +354,10 @@ def test_stride_comparison_does_not_rely_on_torchs_opcheck(testing_helpers, faul
     op = getattr(torch.ops, namespace).twice.default
     x = torch.randn(3, 5).t().contiguous().t()
     if fault == "none":
-        testing_helpers.opcheck(op, (x,))
+        testing_helpers.opcheck(op, {"x": x})
     else:
         with pytest.raises(
             AssertionError,
             match=r"::twice: output 0: expected .* \(the fake, from the spec\); received ",
         ):
-            testing_helpers.opcheck(op, (x,))
+            testing_helpers.opcheck(op, {"x": x})

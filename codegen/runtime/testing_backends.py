@@ -145,7 +145,12 @@ def only_from(package: str, backends: tuple[Backend, ...], name: str):
 
 
 def _stage_call(op, args: dict) -> tuple:
-    out = op(*args.values())
+    """Call a stage operator with its arguments by name (keyword-only ones by keyword)."""
+    schema = op._schema.arguments
+    out = op(
+        *(args[a.name] for a in schema if not a.kwarg_only),
+        **{a.name: args[a.name] for a in schema if a.kwarg_only},
+    )
     return tuple(out) if isinstance(out, (tuple, list)) else (out,)
 
 

@@ -83,6 +83,9 @@ def map_tensors(value, fn: Callable):
 
 
 def as_tuple(result) -> tuple[Tensor, ...]:
+    """A call's results as a tuple; None (an operator returning nothing, '-> ()') is ()."""
+    if result is None:
+        return ()
     return tuple(result) if isinstance(result, (tuple, list)) else (result,)
 
 
@@ -155,8 +158,33 @@ def check_layout(op: str, what: str, got, shape, dtype: torch.dtype | None) -> N
         raise AssertionError(contract_mismatch(op, what, expected, describe(got), hint))
 
 
-def opcheck(op, args: tuple) -> None:
+def bind(op, named: dict) -> tuple[tuple, dict]:
+    """``named`` (argument name -> value) as ``op``'s schema takes it: the positional arguments
+    in schema order, the keyword-only ones (after ``*``) by keyword."""
+    args, kwargs = [], {}
+    for a in op._schema.arguments:
+        if a.name not in named:
+            raise AssertionError(f"{op._schema.name}: no value for argument '{a.name}'")
+        if a.kwarg_only:
+            kwargs[a.name] = named[a.name]
+        else:
+            args.append(named[a.name])
+    extra = set(named) - {a.name for a in op._schema.arguments}
+    if extra:
+        raise AssertionError(f"{op._schema.name}: no argument named {sorted(extra)}")
+    return tuple(args), kwargs
+
+
+def call_op(op, named: dict):
+    """Call the registered operator ``op`` with ``named`` bound as its schema says."""
+    args, kwargs = bind(op, named)
+    return op(*args, **kwargs)
+
+
+def opcheck(op, named: dict) -> None:
     """A comparison of each real output with the fake's, then ``torch.library.opcheck``.
+
+    ``named`` maps each schema argument to its value; keyword-only ones are passed by keyword.
 
     The fakes are built from the spec, so a launcher that disagrees with the declaration fails
     here first, with a message naming the operator, the output, and the fake's (expected) against
@@ -167,12 +195,21 @@ def opcheck(op, args: tuple) -> None:
     """
     name = op._schema.name
     outputs = [r.name or f"output {i}" for i, r in enumerate(op._schema.returns)]
-    real = as_tuple(op(*(map_tensors(a, Tensor.clone) for a in args)))
-    with FakeTensorMode(shape_env=ShapeEnv()) as mode:
-        fake_args = tuple(
-            map_tensors(a, lambda t: mode.from_tensor(t, static_shapes=True)) for a in args
+    args, kwargs = bind(op, named)
+    real = as_tuple(
+        op(
+            *(map_tensors(a, Tensor.clone) for a in args),
+            **{k: map_tensors(v, Tensor.clone) for k, v in kwargs.items()},
         )
-        fake = as_tuple(op(*fake_args))
+    )
+    with FakeTensorMode(shape_env=ShapeEnv()) as mode:
+
+        def fake_of(a):
+            return map_tensors(a, lambda t: mode.from_tensor(t, static_shapes=True))
+
+        fake = as_tuple(
+            op(*(fake_of(a) for a in args), **{k: fake_of(v) for k, v in kwargs.items()})
+        )
     if len(real) != len(fake):
         raise AssertionError(
             f"{name}: the launcher returned {len(real)} result(s), the fake {len(fake)} "
@@ -204,7 +241,7 @@ def opcheck(op, args: tuple) -> None:
                     _empty_hint(numel, r),
                 )
             )
-    torch.library.opcheck(op, args)
+    torch.library.opcheck(op, args, kwargs)
 
 
 def broken(value, how: str):

@@ -94,7 +94,7 @@ SUITE = _t.Suite(
 def test_opcheck_forward(sample, dtype, layout, config):
     inputs = SUITE.inputs(sample, dtype, layout, config)
     op = _fwd
-    _t.opcheck(op, tuple(inputs[k] for k in ARG_NAMES))
+    _t.opcheck(op, {k: inputs[k] for k in ARG_NAMES})
 
 
 @pytest.mark.parametrize("sample, dtype, layout, config", CASES)

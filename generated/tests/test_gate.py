@@ -91,7 +91,7 @@ def make_inputs(_sample: str, _dtype: str, _config: str = "default"):
 
 def backward_args(inputs: dict, config: str, gen: torch.Generator) -> dict:
     """The backward operator's arguments by name, after the forward operator on ``inputs``."""
-    out = _fwd(*(inputs[k] for k in ARG_NAMES))
+    out = _t.call_op(_fwd, {k: inputs[k] for k in ARG_NAMES})
     return {
         "g": inputs["g"],
         "A_log": inputs["A_log"],
@@ -129,7 +129,7 @@ def test_opcheck_forward(sample, dtype, layout, config):
         pytest.skip(FAKE_SKIP_REASON)
     inputs = SUITE.inputs(sample, dtype, layout, config)
     op = _fwd
-    _t.opcheck(op, tuple(inputs[k] for k in ARG_NAMES))
+    _t.opcheck(op, {k: inputs[k] for k in ARG_NAMES})
 
 
 # The backward's own layouts: each forward input it takes permuted alone, then its incoming
@@ -148,7 +148,7 @@ def test_opcheck_backward(sample, dtype, layout, config):
     inputs = make_inputs(sample, dtype, config)
     args = backward_args(inputs, config, torch.Generator().manual_seed(SEED + 1))
     args = _t.with_layout(args, layout, INCOMING_GRADS)
-    _t.opcheck(_bwd, tuple(args.values()))
+    _t.opcheck(_bwd, args)
 
 
 @pytest.mark.parametrize("sample, dtype, layout, config", CASES)
