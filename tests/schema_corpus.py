@@ -293,14 +293,18 @@ def spec_text(cases: list[Case]) -> tuple[str, dict[str, tuple[int, int]]]:
                 extra = (", list: true" if _is_list(a["type"]) else "") + (
                     ", mutated: true" if a["write"] else ""
                 )
+                # Without a required plain tensor nothing binds '...': optional ones get a size.
+                own = "[..., D]" if first or _is_list(a["type"]) else "[2, 3]"
                 lines.append(
-                    f"      {a['name']}: {{shape: [..., D], dtypes: [float32], "
+                    f"      {a['name']}: {{shape: {own}, dtypes: [float32], "
                     f"differentiable: false{extra}}}"
                 )
         shape = "[..., D]" if first else "[3]"
-        lines.append("    outputs:")
-        for j in range(max(c.returns, 1)):
-            lines.append(f"      r{j}: {{shape: {shape}, dtype: float32}}")
+        if c.returns or not any(a["write"] for a in c.args):
+            # An operator returning nothing ('-> ()') declares no outputs.
+            lines.append("    outputs:")
+            for j in range(max(c.returns, 1)):
+                lines.append(f"      r{j}: {{shape: {shape}, dtype: float32}}")
         lines.append("    reference: corpus_launch:ref")
         sample = {"batch": [2], "D": 3} if first or tensors else {}
         for a in c.args:

@@ -210,7 +210,7 @@ def test_registered_schemas_are_the_spec_schemas():
 
 
 @pytest.mark.parametrize(
-    "text", ["Tensor x -> Tensor", "(Tensor x) -> Tensor?", "(Tensor x, Tensor x) -> Tensor"]
+    "text", ["Tensor x -> Tensor", "(Tensor x) -> Tensor[]", "(Tensor x, Tensor x) -> Tensor"]
 )
 def test_schema_errors_are_schema_errors(text):
     with pytest.raises(SchemaError):
@@ -232,10 +232,11 @@ def test_a_schema_text_read_again_reads_as_it_did_fresh():
     # torch still reads the whole string, the name included.
     with pytest.raises(SchemaError, match="overload name"):
         parse_schema("demo::b.o", text)
-    # Only a forward schema must return something.
-    assert parse_schema("demo::c", "(Tensor(a!) x) -> ()").returns == ()
+    # A forward schema must return something or update an argument in place.
+    assert parse_schema("demo::c", "(Tensor x) -> ()").returns == ()
+    assert parse_schema("demo::c", "(Tensor(a!) x) -> ()", forward=True).returns == ()
     with pytest.raises(SchemaError, match="returns nothing"):
-        parse_schema("demo::c", "(Tensor(a!) x) -> ()", forward=True)
+        parse_schema("demo::c", "(Tensor x) -> ()", forward=True)
 
 
 # --- CLI --------------------------------------------------------------------------------

@@ -63,3 +63,52 @@ def test_every_probe_suite_passes(probe_project):
     # Only the CUDA-only tests may skip on a CPU machine.
     for where, reason in skipped:
         assert "CUDA" in reason or "cuda" in reason, (where, reason)
+
+
+def _generated_modules(root: Path) -> list[Path]:
+    return sorted(
+        p for p in root.rglob("*.py") if not p.name.startswith("_") or p.name == "__init__.py"
+    )
+
+
+def test_argument_names_refused_are_exactly_those_generated_code_needs(probe_project):
+    """Note [library names]: an argument may take any name that generated code does not read
+    itself. Every builtin the generated modules and tests call must be in GENERATED_BUILTINS,
+    and every underscore name they use must be one that check_argument_name refuses."""
+    import ast
+    import builtins
+
+    from codegen.resolve.validate.schema import runtime_helpers
+    from codegen.spec.names import GENERATED_BUILTINS, check_argument_name
+
+    ops = re.findall(r"^  (\w+):$", (ROOT / "ops.yaml").read_text(), flags=re.M)
+    ops += re.findall(r"^  (\w+):$", (probe_project / "ops.yaml").read_text(), flags=re.M)
+    used, internal = set(), set()
+    for path in _generated_modules(ROOT / "generated") + _generated_modules(
+        probe_project / "generated"
+    ):
+        tree = ast.parse(path.read_text())
+        # Names a file binds itself (parameters, assignments) are not the builtins they shadow.
+        bound = {n.arg for n in ast.walk(tree) if isinstance(n, ast.arg)}
+        bound |= {
+            n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)
+        }
+        for node in ast.walk(tree):
+            name = node.id if isinstance(node, ast.Name) else None
+            if name in dir(builtins) and name not in bound and not name.startswith("__"):
+                used.add(name)
+            elif name and name.startswith("_") and not name.startswith("__"):
+                internal.add(name)
+    assert used - GENERATED_BUILTINS == set(), (
+        "generated code calls builtins an argument may shadow"
+    )
+    import torch
+
+    declared = set()  # the specs' own argument names
+    for spec in (ROOT / "ops.yaml", probe_project / "ops.yaml"):
+        for text in re.findall(r"schema: [\"'](\(.*\).*)[\"']$", spec.read_text(), flags=re.M):
+            declared |= {a.name for a in torch._C.parse_schema("f" + text).arguments}
+    assert "_x" in declared
+    helpers = runtime_helpers()
+    for name in sorted(internal - declared):
+        assert any(check_argument_name(name, "argument", op, helpers) for op in ops), name

@@ -176,6 +176,8 @@ def check_mutated(op: str, name: str, value, others: dict) -> None:
     sharing memory with another argument of the call (the kernel would read what it already
     wrote). Byte ranges are compared conservatively, as torch compares them.
     """
+    if value is None:  # an optional input updated in place (Tensor(a!)?) left out
+        return
     others = dict(_flatten(others))
     if isinstance(value, (list, tuple)):  # a Tensor(a!)[]: each element, against the rest too
         items = dict(_flatten({name: value}))

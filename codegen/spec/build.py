@@ -89,7 +89,7 @@ def _op(reader: Reader, name: str, key_loc: Location, node: Node, namespace: str
         node,
         "an operator",
         OP_KEYS,
-        required=("doc", "forward", "inputs", "outputs", "reference", "tests"),
+        required=("doc", "forward", "inputs", "reference", "tests"),
     )
     if m is None:
         return None
@@ -132,7 +132,8 @@ def _op(reader: Reader, name: str, key_loc: Location, node: Node, namespace: str
         else None
     )
     inputs = build_tensors.inputs(reader, m.get("inputs")) if m.get("inputs") else None
-    outputs = build_tensors.outputs(reader, m.get("outputs")) if m.get("outputs") else None
+    # An operator that returns nothing ('-> ()') declares no outputs (validate/tensors.py).
+    outputs = build_tensors.outputs(reader, m.get("outputs")) if m.get("outputs") else ()
     ref_node = m.get("reference")
     reference = build_stages.launcher_ref(reader, ref_node, "reference") if ref_node else None
     returns_node = m.get("reference_returns")

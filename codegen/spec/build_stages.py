@@ -80,7 +80,12 @@ def stage(reader: Reader, node: Node, qualname: str, what: str) -> Stage | None:
                 return None
     if schema is None or ln is None or not launchers:
         return None
-    return Stage(schema, schema_node.loc, tuple(launchers), node.loc)
+    arg_locs = tuple(
+        (a.name, inside(schema_node, a.name_offset))
+        for a in schema.arguments
+        if a.name_offset is not None
+    )
+    return Stage(schema, schema_node.loc, tuple(launchers), node.loc, arg_locs)
 
 
 BACKEND_KEYS = ("backend", "launcher", "layout", "int64", "signatures")

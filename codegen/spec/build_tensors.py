@@ -24,7 +24,7 @@ INPUT_KEYS = (
     "absent_gradient",
     "list",
 )
-OUTPUT_KEYS = ("shape", "dtype", "public")
+OUTPUT_KEYS = ("shape", "dtype", "public", "when")
 
 
 def read_shape(reader: Reader, node: Node | None, what: str) -> Shape | None:
@@ -164,7 +164,7 @@ def inputs(reader: Reader, node: Node) -> tuple[TensorDecl, ...] | None:
 
 
 def outputs(reader: Reader, node: Node) -> tuple[OutputDecl, ...] | None:
-    if not node.is_map or not node.value.entries:
+    if not node.is_map:
         reader.error(node.loc, "'outputs' must map each forward return name to its shape and dtype")
         return None
     decls, ok = [], True
@@ -192,8 +192,19 @@ def outputs(reader: Reader, node: Node) -> tuple[OutputDecl, ...] | None:
                 ok = False
             else:
                 public = p.value
+        when = None
+        if (w := m.get("when")) is not None:
+            if isinstance(w.value, str) and w.value:
+                when = w.value
+            else:
+                reader.error(
+                    w.loc, f"'when' of output '{name}' must name a bool or Tensor? argument"
+                )
+                ok = False
         if shape is None or (dtype is None and dtype_of is None):
             ok = False
             continue
-        decls.append(OutputDecl(name, shape, dtype, dtype_of, public, node.value.key_loc(name)))
+        decls.append(
+            OutputDecl(name, shape, dtype, dtype_of, public, node.value.key_loc(name), when)
+        )
     return tuple(decls) if ok else None

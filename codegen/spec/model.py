@@ -118,6 +118,11 @@ class Stage:
     schema_loc: Location
     launchers: tuple[Launcher, ...]
     loc: Location
+    # Where each argument's name is written inside the schema string (name, location).
+    arg_locs: tuple[tuple[str, Location], ...] = ()
+
+    def arg_loc(self, name: str) -> Location:
+        return next((loc for n, loc in self.arg_locs if n == name), self.schema_loc)
 
 
 INITS = ("randn", "logsigmoid", "mask")
@@ -201,6 +206,8 @@ class OutputDecl:
     dtype_of: str | None  # name of the tensor input whose dtype this output takes
     public: bool
     loc: Location
+    # A 'Tensor?' return: given only when this argument is true (a bool) or given (a Tensor?).
+    when: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

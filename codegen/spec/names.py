@@ -20,8 +20,101 @@ AMBIGUOUS = frozenset({"l", "O", "I"})
 BUILTINS = frozenset(n for n in dir(builtins) if not n.startswith("_"))
 
 
-def check_name(name: object, what: str) -> str | None:
-    """Return a problem description, or None when ``name`` is usable in generated code."""
+# Note [library names]: kernel libraries name arguments ``input``, ``self``, ``filter`` or ``_x``,
+# and the public function keeps the schema's names. A parameter shadows a module-level name
+# only inside its function, so an argument name is refused only where the generated code needs
+# the name it would shadow: the builtins that generated code calls (GENERATED_BUILTINS, kept
+# equal to what the generated files use by tests/test_probe_suites.py), the module names it
+# reads (RESERVED), and the underscore names of generated internals (GENERATED_LOCALS, the
+# runtime helpers imported as ``_<helper>`` and every ``_<op>...`` symbol of the operator).
+GENERATED_BUILTINS = frozenset(
+    {
+        "AssertionError",
+        "RuntimeError",
+        "TypeError",
+        "ValueError",
+        "bool",
+        "complex",
+        "dict",
+        "enumerate",
+        "float",
+        "int",
+        "isinstance",
+        "iter",
+        "len",
+        "list",
+        "next",
+        "object",
+        "range",
+        "staticmethod",
+        "str",
+        "super",
+        "tuple",
+    }
+)
+# Locals and test-module names of generated code that begin with an underscore.
+GENERATED_LOCALS = frozenset(
+    {
+        "_",
+        "_b",
+        "_bwd",
+        "_c",
+        "_compiled",
+        "_config",
+        "_ctx",
+        "_device",
+        "_dt",
+        "_dtype",
+        "_e",
+        "_fwd",
+        "_fwd_pair",
+        "_gen",
+        "_grad",
+        "_i",
+        "_reference",
+        "_s",
+        "_sample",
+        "_t",
+    }
+)
+ARGUMENT_RESERVED = RESERVED - {"self", "cls", "set_offsets_check"}
+
+
+def check_argument_name(
+    name: object, what: str, op: str, helpers: frozenset[str] = frozenset()
+) -> str | None:
+    """A problem with a schema argument's name in operator ``op``, or None (Note [library
+    names]); ``helpers`` are the runtime helpers generated modules import as ``_<helper>``."""
+    if not isinstance(name, str) or not name:
+        return f"{what} must be a non-empty string"
+    if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
+        return f"{what} '{name}' is not a valid Python identifier"
+    if keyword.iskeyword(name) or keyword.issoftkeyword(name):
+        return f"{what} '{name}' is a Python keyword"
+    if name.startswith("__"):
+        return f"{what} '{name}' must not start with '__' (Python mangles such names in classes)"
+    if name in ARGUMENT_RESERVED:
+        return f"{what} '{name}' is reserved by the generated code"
+    if name in AMBIGUOUS:
+        return f"{what} '{name}' is easily misread as a digit (ruff E741); choose another name"
+    if name in GENERATED_BUILTINS:
+        return f"{what} '{name}' would shadow the builtin '{name}', which the generated code calls"
+    if name.startswith("_"):
+        internal = (f"_{op}", f"_{op.upper()}", f"_{camel(op)}")
+        if (
+            name in GENERATED_LOCALS
+            or name[1:] in helpers
+            or any(name.startswith(p) for p in internal)
+        ):
+            return f"{what} '{name}' is the name of a generated internal; choose another name"
+    return None
+
+
+def check_name(name: object, what: str, builtins_ok: bool = False) -> str | None:
+    """Return a problem description, or None when ``name`` is usable in generated code.
+
+    With ``builtins_ok`` (output names: NamedTuple fields and locals), a builtin's name is
+    refused only where generated code calls that builtin (Note [library names])."""
     if not isinstance(name, str) or not name:
         return f"{what} must be a non-empty string"
     if name.startswith("_"):
@@ -34,7 +127,7 @@ def check_name(name: object, what: str) -> str | None:
         return f"{what} '{name}' is reserved by the generated code"
     if name in AMBIGUOUS:
         return f"{what} '{name}' is easily misread as a digit (ruff E741); choose another name"
-    if name in BUILTINS:
+    if name in BUILTINS and (not builtins_ok or name in GENERATED_BUILTINS):
         return f"{what} '{name}' shadows the Python builtin '{name}'"
     return None
 

@@ -45,6 +45,7 @@ class Argument:
     is_write: bool  # (a!)
     kwarg_only: bool
     offset: int | None = None  # where its type starts in the written schema text
+    name_offset: int | None = None  # where its name starts in the written schema text
 
     @property
     def has_default(self) -> bool:
@@ -223,14 +224,16 @@ def _written_types(text: str) -> tuple[list[tuple[int, str]], list[tuple[int, st
                 break
     if close is None:
         return None
-    args = [
-        (offset, _PIECE.match(piece)["type"])
-        for offset, piece in _split_top(text, text.index("(") + 1, close)
-        if piece != "*"
-    ]
+    # Returns (argument types, return types, argument name offsets).
+    args = []
+    for offset, piece in _split_top(text, text.index("(") + 1, close):
+        if piece == "*":
+            continue
+        m = _PIECE.match(piece)
+        args.append((offset, m["type"], offset + m.start("name") if m["name"] else None))
     arrow = text.find("->", close)
     if arrow < 0:
-        return args, []
+        return [(o, t) for o, t, _ in args], [], [n for _, _, n in args]
     start = arrow + 2
     while start < len(text) and text[start].isspace():
         start += 1
@@ -239,7 +242,11 @@ def _written_types(text: str) -> tuple[list[tuple[int, str]], list[tuple[int, st
         rets = _split_top(text, start + 1, end)
     else:
         rets = _split_top(text, start, len(text))
-    return args, [(offset, _PIECE.match(piece)["type"]) for offset, piece in rets]
+    return (
+        [(o, t) for o, t, _ in args],
+        [(offset, _PIECE.match(piece)["type"]) for offset, piece in rets],
+        [n for _, _, n in args],
+    )
 
 
 def parse_schema(qualname: str, text: str, *, forward: bool = False) -> Schema:
@@ -306,15 +313,19 @@ def _signature(parsed, text: str, forward: bool) -> tuple[tuple[Argument, ...], 
     """The arguments and returns of ``parsed``, torch's parse of ``text``; raise SchemaError."""
     spans = _written_types(text)
     if spans is None or len(spans[0]) != len(parsed.arguments):
-        spans = ([(None, type_text(a.real_type)) for a in parsed.arguments], [])
+        spans = ([(None, type_text(a.real_type)) for a in parsed.arguments], [], None)
+    name_offsets = spans[2] or [None] * len(parsed.arguments)
     if len(spans[1]) != len(parsed.returns):
         spans = (
             spans[0],
             [(_offset_of(text, r"->"), type_text(r.real_type)) for r in parsed.returns],
+            spans[2],
         )
     arguments = []
     seen: set[str] = set()
-    for arg, (offset, spelled) in zip(parsed.arguments, spans[0], strict=True):
+    for arg, (offset, spelled), name_offset in zip(
+        parsed.arguments, spans[0], name_offsets, strict=True
+    ):
         written = type_text(arg.real_type, getattr(arg, "N", None))
         raw_type = type_text(arg.real_type)
         base = _base_type(written)
@@ -352,6 +363,7 @@ def _signature(parsed, text: str, forward: bool) -> tuple[tuple[Argument, ...], 
                 is_write=is_write,
                 kwarg_only=arg.kwarg_only,
                 offset=offset,
+                name_offset=name_offset,
             )
         )
     if not any(_base_type(a.type) == "Tensor" for a in arguments):
@@ -361,19 +373,20 @@ def _signature(parsed, text: str, forward: bool) -> tuple[tuple[Argument, ...], 
             "allocate outputs on the device of a Tensor argument",
             0 if not spans[0] else first[0],
         )
-    if forward and not parsed.returns:
+    if forward and not parsed.returns and not any(a.is_write for a in arguments):
         arrow = text.find("->")
         at = arrow + 2 + (len(text[arrow + 2 :]) - len(text[arrow + 2 :].lstrip()))
         raise SchemaError(
-            "the schema returns nothing ('()'); an operator returns at least one Tensor "
-            "(a mutated input is updated in place, not returned)",
+            "the schema returns nothing ('()') and updates no argument in place, so a call "
+            "would have no effect; return the results, or mark what the kernel writes "
+            "'Tensor(a!)'",
             at if arrow >= 0 else None,
         )
     returns = []
     names: set[str] = set()
     for i, (ret, (offset, spelled)) in enumerate(zip(parsed.returns, spans[1], strict=True)):
         written = type_text(ret.real_type)
-        if written != "Tensor":
+        if written not in ("Tensor", "Tensor?"):
             raise SchemaError(_return_problem(i, written, spelled), offset)
         if ret.alias_info is not None:
             raise SchemaError(
@@ -427,12 +440,6 @@ def _check_argument_type(arg, written: str, spelled: str, offset: int | None) ->
         raise SchemaError(
             f"argument '{name}' has the read-only alias annotation '{spelled}'; outputs are new "
             f"tensors, never views of inputs; declare in-place updates as 'Tensor(a!) {name}'",
-            offset,
-        )
-    if written.endswith("?"):
-        raise SchemaError(
-            f"argument '{name}' of type '{spelled}' is optional and updated in place; an "
-            "in-place input must always be given",
             offset,
         )
 

@@ -47,6 +47,8 @@ class Alloc:
     # An optional input declared 'absent_gradient: empty': when it is None the fake allocates
     # shape (0,) instead of ``shape``.
     empty_without: str | None = None
+    # A 'Tensor?' return: allocated only when this test holds, else None.
+    present_if: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -277,6 +279,7 @@ class Docstring:
     args: tuple[DocArg, ...]
     result: str
     returns: tuple[DocArg, ...]
+    updated: tuple[str, ...] = ()  # the inputs written in place
 
 
 @dataclass(frozen=True, slots=True)
@@ -324,6 +327,7 @@ class DirectCall:
     function: str | None  # the Function over the direct stages; None without backward
     call: ForwardCall  # the forward through the direct stages
     mutated: tuple[str, ...]  # inputs written in place: their version counters are bumped
+    mutated_optional: tuple[str, ...] = ()  # those of them that may be None (Tensor(a!)?)
     # No input dtype can require grad (bool and integer only), so an operator without a backward
     # runs with grad mode as it is (Note [grad mode on the fast path] in _runtime).
     grad_free: bool = False
@@ -392,6 +396,8 @@ def _param(a: Argument, with_default: bool = True) -> Param:
 
 
 def _annotation(n: int, optional: tuple[bool, ...] = ()) -> str:
+    if n == 0:
+        return "None"
     kinds = ["Tensor | None" if (optional and optional[i]) else "Tensor" for i in range(n)]
     return kinds[0] if n == 1 else f"tuple[{', '.join(kinds)}]"
 
@@ -492,7 +498,13 @@ class _Stages(_Base):
             tensors = [next(f"{d.name}[0]" for d in self.op.inputs if d.is_list)]
         base = self._alloc_base(tensors)
         allocs = tuple(
-            Alloc(o.name, base, _shape_expr(o.shape), self._dtype(o.dtype, o.dtype_of, base))
+            Alloc(
+                o.name,
+                base,
+                _shape_expr(o.shape),
+                self._dtype(o.dtype, o.dtype_of, base),
+                present_if=self._present_if(o),
+            )
             for o in outputs
         )
         return FakeView(
@@ -501,6 +513,13 @@ class _Stages(_Base):
             allocs,
             tuple(o.name for o in outputs),
         )
+
+    def _present_if(self, o: OutputDecl) -> str | None:
+        """The test under which a 'Tensor?' return is given (its ``when`` argument)."""
+        if o.when is None:
+            return None
+        arg = self.fwd.argument(o.when)
+        return f"{o.when} is not None" if arg is not None and arg.is_tensor else o.when
 
     def _backward_fake(self, schema: Schema) -> FakeView:
         available = [a.name for a in schema.arguments if a.is_tensor and not a.optional]
@@ -561,7 +580,9 @@ class _Stages(_Base):
             schema=s.schema.text,
             params=_params(s.schema),
             args=_call_args(s.schema),
-            annotation=_annotation(len(s.schema.returns)),
+            annotation=_annotation(
+                len(s.schema.returns), tuple(ret.type == "Tensor?" for ret in s.schema.returns)
+            ),
             impls=impls,
             mutated=tuple(a.name for a in s.schema.arguments if a.is_write),
             fake=fake,
@@ -648,14 +669,9 @@ class _Public(_Base):
                 args.append(flag_doc)
         if pair and pair.after is None:
             args.append(flag_doc)
-        returns = []
-        for o in self.op.outputs:
-            if not o.public:
-                continue
-            dtype = o.dtype.torch_name if o.dtype else f"dtype of ``{o.dtype_of}``"
-            when = f" (None unless ``{pair.flag}``)" if o.name in r.pair_extras else ""
-            returns.append(DocArg(o.name, f"``{o.shape}``, {dtype}{when}."))
-        return Docstring(op.doc or op.name, tuple(args), r.names.result, tuple(returns))
+        returns = [_return_doc(r, self.fwd, o) for o in self.op.outputs if o.public]
+        updated = tuple(d.name for d in op.inputs if d.mutated)
+        return Docstring(op.doc or op.name, tuple(args), r.names.result, tuple(returns), updated)
 
     @staticmethod
     def _arg_note(a: Argument, variant) -> str:
@@ -710,7 +726,10 @@ class _Public(_Base):
             else f"{n}.ndim != {shape.min_rank}"
         )
         dtype = f"{n}.dtype != {dtype_of}.dtype" if dtype_of else f"{n}.dtype not in {dtypes}"
-        if n == first:
+        # Without a required plain tensor (only lists and optional tensors) each tensor is
+        # checked against the listed devices itself.
+        own_device = n == first or first is None
+        if own_device:
             device = "not (" + " or ".join(f"{n}.is_{d}" for d in devices) + ")"
         else:
             device = f"{n}.device != {first}.device"
@@ -739,8 +758,8 @@ class _Public(_Base):
             variadic=shape.has_ellipsis,
             dtypes=dtypes,
             dtype_of=dtype_of,
-            device_of=None if n == first else first,
-            devices=devices if n == first else (),
+            device_of=None if own_device else first,
+            devices=devices if own_device else (),
             offsets=self.op.input(n).offsets,
         )
 
@@ -855,9 +874,12 @@ class _Public(_Base):
         public = PublicView(
             name=r.names.public,
             params=self._public_params(),
-            result=r.names.result,
+            # '-> ()': the public function returns None, as the libraries' wrappers do.
+            result=r.names.result if r.public_outputs else "",
             result_fields=tuple(
-                Param(o, "Tensor | None", True, None) if o in r.pair_extras else Param(o, "Tensor")
+                Param(o, "Tensor | None", True, None)
+                if o in r.pair_extras or op.output(o).when is not None
+                else Param(o, "Tensor")
                 for o in r.public_outputs
             ),
             docstring=self._docstring(),
@@ -893,7 +915,12 @@ class _Public(_Base):
             constants=tuple(constants),
             function=_Function(r)._function() if op.backward else None,
             public=public,
-            exports=tuple(sorted((r.names.public, r.names.result), key=import_order)),
+            exports=tuple(
+                sorted(
+                    (r.names.public, r.names.result) if r.public_outputs else (r.names.public,),
+                    key=import_order,
+                )
+            ),
             runtime_imports=_runtime_imports(op, public, direct_stages, stage_views),
             layout_imports=_layout_imports(r),
             direct_stages=direct_stages,
@@ -915,7 +942,10 @@ class _Direct(_Base):
                 DirectStage(
                     name=self._name(s),
                     params=_params(s.schema),
-                    annotation=_annotation(len(s.schema.returns)),
+                    annotation=_annotation(
+                        len(s.schema.returns),
+                        tuple(ret.type == "Tensor?" for ret in s.schema.returns),
+                    ),
                     args=_call_args(s.schema),
                     cuda=by_device.get("CUDA"),
                     cpu=by_device.get("CPU"),
@@ -966,8 +996,24 @@ class _Direct(_Base):
             ),
             call=self._direct_forward(),
             mutated=tuple(d.name for d in op.inputs if d.mutated),
+            mutated_optional=tuple(
+                d.name for d in op.inputs if d.mutated and d.name in r.optional_inputs
+            ),
             grad_free=not any(_may_require_grad(op, d) for d in op.inputs),
         )
+
+
+def _return_doc(r: ResolvedOp, fwd: Schema, o: OutputDecl) -> DocArg:
+    """How the docstring describes a public output, and when it is None."""
+    dtype = o.dtype.torch_name if o.dtype else f"dtype of ``{o.dtype_of}``"
+    when = ""
+    if o.name in r.pair_extras:
+        when = f" (None unless ``{r.op.arity_pair.flag}``)"
+    if o.when is not None:
+        arg = fwd.argument(o.when)
+        given = "is given" if arg is not None and arg.is_tensor else "is true"
+        when = f" (None unless ``{o.when}`` {given})"
+    return DocArg(o.name, f"``{o.shape}``, {dtype}{when}.")
 
 
 def _device_args(schema: Schema) -> list[str]:

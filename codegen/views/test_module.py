@@ -405,6 +405,7 @@ class _Builder:
                 d.name
                 for d in op.inputs
                 if op.backward is None
+                and r.public_outputs  # '-> ()': no output that could require grad
                 and op.integration is not Integration.EAGER
                 and not d.mutated
                 and any(x.is_floating for x in (d.dtypes or op.primary.dtypes))

@@ -17,3 +17,65 @@ def affine_bwd(grad_y, x, alpha, *, flip):
 def affine_ref(x, alpha=1, beta=0.0, flip=False):
     y = x.float() * alpha + beta
     return -y if flip else y
+
+
+def scale_into(out, x, alpha=1.0):
+    out.copy_(x * alpha)
+
+
+def scale_into_ref(out, x, alpha=1.0):
+    out.copy_(x * alpha)
+
+
+def add_out(x, y, *, out):
+    torch.add(x, y, out=out)
+
+
+def add_out_ref(x, y, out):
+    out.copy_(x + y)
+
+
+def fused_add(x, y, residual=None, alpha=1.0):
+    x.add_(y, alpha=alpha)
+    if residual is not None:
+        residual.copy_(x)
+
+
+def fused_add_ref(x, y, residual=None, alpha=1.0):
+    x.add_(y * alpha)
+    if residual is not None:
+        residual.copy_(x)
+
+
+def library_names(input, filter=None, _x=1.0, *, out):
+    y = input * _x
+    out.copy_(y if filter is None else y * filter)
+
+
+def library_names_ref(input, filter=None, _x=1.0, out=None):
+    y = input * _x
+    out.copy_(y if filter is None else y * filter)
+
+
+def self_names(self, other=1, *, type=0):
+    shifted = self + type
+    high, low = torch.maximum(shifted, shifted * other), torch.minimum(shifted, shifted * other)
+    return high.contiguous(), low.contiguous()
+
+
+def self_names_ref(self, other=1, type=0):
+    shifted = self.float() + type
+    return torch.maximum(shifted, shifted * other), torch.minimum(shifted, shifted * other)
+
+
+def softmax_lse(x, bias=None, return_lse=False):
+    shifted = None if bias is None else (x + bias).contiguous()
+    z = x if bias is None else shifted
+    lse = torch.logsumexp(z, dim=-1)
+    return torch.exp(z - lse[..., None]).contiguous(), lse if return_lse else None, shifted
+
+
+def softmax_lse_ref(x, bias=None, return_lse=False):
+    z = x.float() if bias is None else x.float() + bias.float()
+    lse = torch.logsumexp(z, dim=-1)
+    return torch.softmax(z, -1), lse if return_lse else None, None if bias is None else z

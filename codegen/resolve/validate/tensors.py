@@ -135,7 +135,7 @@ def outputs(r: ResolvedOp, report: Report) -> None:
     arg_names = {a.name for a in fwd.arguments}
     unnamed = any(r.name is None for r in full.returns)
     for decl in op.outputs:
-        if (problem := check_name(decl.name, "output name")) is not None:
+        if (problem := check_name(decl.name, "output name", builtins_ok=True)) is not None:
             report.error(decl.loc, problem)
         if decl.name not in returns and not unnamed:
             report.error(
@@ -149,7 +149,17 @@ def outputs(r: ResolvedOp, report: Report) -> None:
                 decl.loc,
                 f"dtype of output '{decl.name}' names '{decl.dtype_of}', which is neither a dtype ({one_of(DType.names())}) nor an input",
             )
+    _optional_returns(r, report)
     declared = [d.name for d in op.outputs]
+    if not full.returns:
+        # '-> ()': the operator updates its Tensor(a!) arguments and returns nothing.
+        if op.reference_returns:
+            report.error(
+                op.reference_returns_loc,
+                "reference_returns: the forward schema returns nothing ('-> ()'); the reference "
+                "updates the mutated inputs and returns None",
+            )
+        return
     if [r for r in returns if r in declared] != [d for d in declared if d in returns]:
         report.error(
             op.outputs[0].loc,
@@ -161,7 +171,7 @@ def outputs(r: ResolvedOp, report: Report) -> None:
                 op.forward.schema_loc,
                 f"return '{name}' has no entry under 'outputs' (shape and dtype)",
             )
-    if not any(o.public for o in op.outputs):
+    if op.outputs and not any(o.public for o in op.outputs):
         report.error(
             op.outputs[0].loc, "no output is public; the public function would return nothing"
         )
@@ -185,3 +195,39 @@ def _reference_returns(r: ResolvedOp, report: Report) -> None:
             loc,
             f"reference_returns must list every public output (the tests compare each); missing: {one_of(missing)}",
         )
+
+
+def _optional_returns(r: ResolvedOp, report: Report) -> None:
+    """A 'Tensor?' return names, with 'when', the argument that decides whether it is given (the
+    fake must return None exactly when the launcher does)."""
+    op = r.op
+    full = op.arity_pair.schema if op.arity_pair is not None else op.forward.schema
+    kinds = {ret.name: ret.type for ret in full.returns if ret.name}
+    for decl in op.outputs:
+        optional = kinds.get(decl.name) == "Tensor?"
+        if optional and decl.when is None:
+            report.error(
+                decl.loc,
+                f"output '{decl.name}' is a 'Tensor?' return: say when it is given with "
+                "'when: <a bool argument, or a Tensor? input>'",
+            )
+        if decl.when is None:
+            continue
+        if not optional:
+            report.error(
+                decl.loc,
+                f"output '{decl.name}' has 'when' but its return is not 'Tensor?'",
+            )
+        arg = op.forward.schema.argument(decl.when)
+        if arg is None or not (arg.type in ("bool", "bool?") or (arg.is_tensor and arg.optional)):
+            report.error(
+                decl.loc,
+                f"'when' of output '{decl.name}' must name a bool argument or a Tensor? input of "
+                f"the forward schema, not '{decl.when}'",
+            )
+        if op.backward is not None:
+            report.error(
+                decl.loc,
+                f"output '{decl.name}' is optional ('Tensor?') in an operator with a backward; "
+                "declare the two arities with 'arity_pair' instead",
+            )
