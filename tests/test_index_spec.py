@@ -61,6 +61,13 @@ def test_the_public_function_checks_the_entries_after_every_shape():
     assert "Entries index ``V``: ``0 <= i < V``." in module
 
 
+def test_the_eager_fast_path_checks_the_entries_first():
+    text = _replace("    doc: Rows of x.\n", "    doc: Rows of x.\n    eager_fast_path: true\n")
+    module = _files(text)["demo/gather.py"]
+    call = '_check_indexes("gather", "ids", ids, V, "V", False)'
+    assert module.index(call) < module.index("_direct_ok(")
+
+
 def test_negative_skip_and_an_optional_index_input():
     text = _ids("{shape: [N], dtypes: [int32], indexes: V, negative: skip}")
     text = _replace("Tensor x, Tensor ids,", "Tensor x, Tensor? ids=None,", text)
