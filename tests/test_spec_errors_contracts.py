@@ -201,7 +201,7 @@ CASES = [
             GATE,
         ),
         [
-            "ops.yaml:15:52: error: [gate] unknown init 'zeros' of input 'A_log'; expected one of: randn, logsigmoid, mask",
+            "ops.yaml:15:52: error: [gate] unknown init 'zeros' of input 'A_log'; expected one of: randn, logsigmoid, mask, index",
         ],
     ),
     (

@@ -40,6 +40,21 @@ def mask(gen: torch.Generator, shape: tuple[int, ...], dtype: torch.dtype) -> Te
     return (torch.rand(shape, generator=gen) < 0.5).to(device=DEVICE, dtype=dtype)
 
 
+def index(
+    gen: torch.Generator, shape: tuple[int, ...], dtype: torch.dtype, bound: int, skip: bool = False
+) -> Tensor:
+    """Seeded entries of an index input, uniform in ``[0, bound)``; with ``skip`` about a quarter
+    of them negative (-1, -2 or -3: any negative entry skips its slot), all of them where
+    ``bound`` is 0. Without ``skip`` and with ``bound`` 0 the entries are 0, which the public
+    function refuses (no entry is in range)."""
+    values = torch.randint(0, max(int(bound), 1), shape, generator=gen)
+    if skip:
+        negative = -torch.randint(1, 4, shape, generator=gen)
+        drop = torch.rand(shape, generator=gen) < 0.25
+        values = torch.where(drop | (bound == 0), negative, values)
+    return values.to(device=DEVICE, dtype=dtype)
+
+
 def float32_copies(inputs: dict) -> dict:
     """Independent float32 copies of floating tensors (the reference computes in float32)."""
 
@@ -741,6 +756,92 @@ def check_offsets_refused(lines: list[str], op: str, name: str) -> None:
         how, outcome, *message = line.split(" ", 2)
         assert outcome == "refused", f"{op}: {name} {how} was accepted"
         assert message and message[0].startswith(f"{op}: {name}"), line
+
+
+# Out-of-range entries of an index input, one at a time in the middle of valid ones: each must
+# be refused with a message naming the entry (Note [index inputs] in _runtime). Each applies to
+# the dtypes whose range holds it, "negative" only where negative entries are not skipped.
+INT32_MAX = 2**31 - 1
+BAD_INDEXES = ("past-end", "at-end", "negative", "int32-max", "huge", "huge-negative")
+
+
+def bad_index_value(how: str, bound: int) -> int:
+    return {
+        "past-end": bound + 3,
+        "at-end": bound,
+        "negative": -1,
+        "int32-max": INT32_MAX,
+        "huge": 2**40,
+        "huge-negative": -(2**40),
+    }[how]
+
+
+def bad_index_forms(skip: bool, dtypes: tuple[str, ...]) -> list[tuple[str, str]]:
+    """``(how, dtype)`` of every out-of-range entry tried for an index input."""
+    out = []
+    for how in BAD_INDEXES:
+        if skip and how in ("negative", "huge-negative"):
+            continue
+        for dtype in dtypes:
+            if how.startswith("huge") and dtype != "int64":
+                continue
+            out.append((how, dtype))
+    return out
+
+
+def sample_with_entries(samples: dict, dtype: str, make_inputs: Callable, name: str) -> str:
+    """The first sample whose inputs give index input ``name`` at least one entry."""
+    for sample in samples:
+        value = make_inputs(sample, dtype).get(name)
+        if value is not None and value.numel():
+            return sample
+    raise AssertionError(f"no sample gives {name!r} an entry")
+
+
+def index_outcomes(fn: Callable, inputs: dict, name: str, row: tuple, flags: dict) -> list[str]:
+    """``<how> <dtype> refused|ACCEPTED <expected start>\t<message>`` for each out-of-range entry
+    of ``inputs[name]`` (``row``: the test module's INDEXES entry)."""
+    dim, binder, position, skip, dtypes = row
+    valid = inputs[name]
+    bound = int(inputs[binder].shape[position])
+    at = valid.numel() // 2
+    where = []
+    rest = at
+    for size in reversed(valid.shape):
+        where.append(rest % size)
+        rest //= size
+    subscript = f"[{', '.join(map(str, reversed(where)))}]" if valid.ndim else ""
+    lines = []
+    names = dtypes or (str(valid.dtype).removeprefix("torch."),)
+    for how, dtype in bad_index_forms(skip, names):
+        value = bad_index_value(how, bound)
+        bad = valid.to(getattr(torch, dtype)).contiguous().clone()
+        bad.view(-1)[at] = value
+        expected = f"{name}{subscript} = {value} is out of range for {dim} = {bound} "
+        try:
+            fn(**{**inputs, name: bad}, **flags)
+        except ValueError as exc:
+            lines.append(f"{how} {dtype} refused {expected}\t{exc}")
+        else:
+            lines.append(f"{how} {dtype} ACCEPTED {expected}\t")
+    return lines
+
+
+def check_indexes_refused(lines: list[str], op: str, name: str, row: tuple) -> None:
+    """Every out-of-range form was refused, by a message about that very entry."""
+    _, _, _, skip, dtypes = row
+    got = [tuple(line.split(" ", 2)[:2]) for line in lines]
+    assert got, f"{op}: no out-of-range entry of {name} was tried"
+    assert got == bad_index_forms(skip, dtypes or (got[0][1],)), lines
+    for line in lines:
+        how, dtype, rest = line.split(" ", 2)
+        outcome, _, rest = rest.partition(" ")
+        expected, _, message = rest.partition("\t")
+        assert outcome == "refused", f"{op}: {name} holding an entry {how} ({dtype}) was accepted"
+        assert message.startswith(f"{op}: {expected}"), (
+            f"{op}: {name} {how} ({dtype}): the message does not name the entry as "
+            f"'{op}: {expected}...': {message}"
+        )
 
 
 def aliased_mutations(inputs: dict, name: str, others: Iterable[str]) -> list[tuple[str, dict]]:

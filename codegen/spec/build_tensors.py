@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from .errors import one_of
 from .load import Node
-from .model import ABSENT_GRADIENTS, INITS, DType, OutputDecl, TensorDecl
+from .model import ABSENT_GRADIENTS, INITS, NEGATIVE_POLICIES, DType, OutputDecl, TensorDecl
 from .reader import Reader, kind
 from .shapes import Shape, ShapeError, parse_shape
 
@@ -23,6 +23,8 @@ INPUT_KEYS = (
     "offsets",
     "absent_gradient",
     "list",
+    "indexes",
+    "negative",
 )
 OUTPUT_KEYS = ("shape", "dtype", "public", "when")
 
@@ -140,7 +142,12 @@ def inputs(reader: Reader, node: Node) -> tuple[TensorDecl, ...] | None:
                 ok = False
             else:
                 absent = d.value
-        if shape is None or dtypes is None:
+        index = _index_keys(reader, m, name, flags, init)
+        if index is None:
+            ok = False
+        else:
+            init = index.pop("init")
+        if shape is None or dtypes is None or index is None:
             ok = False
             continue
         decls.append(
@@ -158,9 +165,77 @@ def inputs(reader: Reader, node: Node) -> tuple[TensorDecl, ...] | None:
                 absent,
                 absent_loc,
                 flags["list"],
+                **index,
             )
         )
     return tuple(decls) if ok else None
+
+
+def _index_keys(reader: Reader, m, name: str, flags: dict, init: str) -> dict | None:
+    """``indexes`` and ``negative`` of input ``name`` (docs/spec.md, "Index inputs"), with the
+    defaults they imply: not differentiable, test values drawn in range (``init: index``).
+    ``flags`` (differentiable, mutated) are updated; returns the declaration's index fields and
+    its init, or None after reporting a problem."""
+    out = {"indexes": None, "indexes_loc": None, "negative": None, "negative_loc": None}
+    ok = True
+    if (d := m.get("indexes")) is not None:
+        out["indexes_loc"] = d.loc
+        if not isinstance(d.value, str) or not d.value:
+            reader.error(d.loc, f"'indexes' of input '{name}' must name the dim its entries index")
+            ok = False
+        else:
+            out["indexes"] = d.value
+    if (d := m.get("negative")) is not None:
+        out["negative_loc"] = d.loc
+        if m.get("indexes") is None:
+            reader.error(
+                d.loc,
+                f"'negative' of input '{name}' applies only to an index input; add 'indexes: <dim>'",
+            )
+            ok = False
+        elif not isinstance(d.value, str) or d.value not in NEGATIVE_POLICIES:
+            got = f"'{d.value}'" if isinstance(d.value, str) else kind(d)
+            reader.error(
+                d.loc,
+                f"'negative' of input '{name}' must be one of: {one_of(NEGATIVE_POLICIES)}; "
+                f"got {got} (without it, negative entries are refused)",
+            )
+            ok = False
+        else:
+            out["negative"] = d.value
+    written_init = m.get("init")
+    if m.get("indexes") is None:
+        if written_init is not None and written_init.value == "index":
+            reader.error(
+                written_init.loc,
+                f"init 'index' of input '{name}' needs 'indexes: <dim>' (the range to draw from)",
+            )
+            ok = False
+        return {**out, "init": init} if ok else None
+    where = m.key_loc("indexes")
+    if m.get("offsets") is not None:
+        reader.error(where, f"input '{name}' cannot hold both offsets and indexes; keep one")
+        ok = False
+    if (d := m.get("differentiable")) is not None and d.value is True:
+        reader.error(
+            d.loc, f"index input '{name}' cannot be differentiable; drop 'differentiable: true'"
+        )
+        ok = False
+    flags["differentiable"] = False
+    if flags["mutated"]:
+        reader.error(
+            where,
+            f"index input '{name}' cannot be mutated: its entries are checked before the launch",
+        )
+        ok = False
+    if written_init is not None and written_init.value in INITS and init != "index":
+        reader.error(
+            written_init.loc,
+            f"index input '{name}' draws its test values in range; drop 'init: {init}' "
+            "(or write 'init: index')",
+        )
+        ok = False
+    return {**out, "init": "index"} if ok else None
 
 
 def outputs(reader: Reader, node: Node) -> tuple[OutputDecl, ...] | None:

@@ -125,7 +125,9 @@ class Stage:
         return next((loc for n, loc in self.arg_locs if n == name), self.schema_loc)
 
 
-INITS = ("randn", "logsigmoid", "mask")
+INITS = ("randn", "logsigmoid", "mask", "index")
+# What negative entries of an index input mean: without a policy they are out of range.
+NEGATIVE_POLICIES = ("skip",)
 # How a backward reports the gradient of an optional input the caller left out: a tensor of the
 # input's declared shape (its values are never read), or an empty tensor of shape (0,).
 ABSENT_GRADIENTS = ("zeros", "empty")
@@ -148,6 +150,17 @@ class TensorDecl:
     absent_gradient: str = "zeros"  # one of ABSENT_GRADIENTS
     absent_gradient_loc: Location | None = None  # None: not written
     is_list: bool = False  # a Tensor[]/Tensor?[] argument: the declaration holds for each element
+    # An index input (docs/spec.md, "Index inputs"): its entries index dim ``indexes`` of
+    # another input, 0 <= i < that dim; with ``negative`` "skip", negative entries are allowed
+    # (the slot is skipped).
+    indexes: str | None = None
+    indexes_loc: Location | None = None
+    negative: str | None = None  # one of NEGATIVE_POLICIES
+    negative_loc: Location | None = None
+
+    @property
+    def skips_negative(self) -> bool:
+        return self.negative == "skip"
 
 
 @dataclass(frozen=True, slots=True)
@@ -270,8 +283,10 @@ class Op:
 
     @property
     def primary(self) -> TensorDecl:
-        """The input whose dtypes the tests sweep: the one allowing the most dtypes."""
-        typed = [d for d in self.inputs if d.dtypes]
+        """The input whose dtypes the tests sweep: the one allowing the most dtypes (an index
+        input only where no other input has dtypes: its dtypes are those of its entries)."""
+        typed = [d for d in self.inputs if d.dtypes and not d.indexes]
+        typed = typed or [d for d in self.inputs if d.dtypes]
         return max(typed, key=lambda d: len(d.dtypes)) if typed else self.inputs[0]
 
     def variant(self, arg: str) -> Variant | None:

@@ -15,6 +15,7 @@ import re
 IDENTIFIER = re.compile(r"[A-Za-z][A-Za-z0-9_]*")
 RESERVED = frozenset(
     {"torch", "Tensor", "NamedTuple", "ctx", "self", "cls", "pytest", "batch", "set_offsets_check"}
+    | {"set_index_check"}
 )
 AMBIGUOUS = frozenset({"l", "O", "I"})
 BUILTINS = frozenset(n for n in dir(builtins) if not n.startswith("_"))
@@ -77,7 +78,7 @@ GENERATED_LOCALS = frozenset(
         "_t",
     }
 )
-ARGUMENT_RESERVED = RESERVED - {"self", "cls", "set_offsets_check"}
+ARGUMENT_RESERVED = RESERVED - {"self", "cls", "set_offsets_check", "set_index_check"}
 
 
 def check_argument_name(

@@ -211,6 +211,17 @@ class ListCheck:
 
 
 @dataclass(frozen=True, slots=True)
+class IndexCheck:
+    """An index input's entries checked in range (Note [index inputs] in _runtime), once every
+    tensor's shape is checked: the dim it indexes is known by then."""
+
+    name: str
+    optional: bool
+    dim: str  # the dim read as the bound
+    skip: bool  # negative entries skip a slot instead of being refused
+
+
+@dataclass(frozen=True, slots=True)
 class ConstraintCheck:
     test: str  # the condition under which the call is refused
     message: str  # spec text
@@ -299,6 +310,7 @@ class PublicView:
     function_args: tuple[str, ...]
     outputs: tuple[str, ...]
     direct: DirectCall | None = None
+    indexes: tuple[IndexCheck, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -661,7 +673,9 @@ class _Public(_Base):
                 extra = (", optional" if a.optional else "") + (
                     ", updated in place" if decl.mutated else ""
                 )
-                args.append(DocArg(a.name, f"``{decl.shape}``, {dtypes}{extra}."))
+                args.append(
+                    DocArg(a.name, f"``{decl.shape}``, {dtypes}{extra}.", _index_note(decl))
+                )
             else:
                 variant = op.variant(a.name)
                 args.append(DocArg(a.name, f"``{a.type}``.", self._arg_note(a, variant)))
@@ -841,11 +855,20 @@ class _Public(_Base):
             out.append(ConstraintCheck(test, c.message, c.check.names))
         return tuple(out)
 
+    def _indexes(self) -> tuple[IndexCheck, ...]:
+        optional = set(self.r.optional_inputs)
+        return tuple(
+            IndexCheck(d.name, d.name in optional, d.indexes, d.skips_negative)
+            for d in self.op.inputs
+            if d.indexes
+        )
+
     def _prune(self, items: list) -> list:
         """Drop dim reads nothing later reads (ruff F841), keeping the order."""
         used: set[str] = set()
         for c in self.op.constraints:
             used |= set(c.check.names)
+        used |= {d.indexes for d in self.op.inputs if d.indexes}
         kept = []
         for item in reversed(items):
             if isinstance(item, Statement):
@@ -885,6 +908,7 @@ class _Public(_Base):
             docstring=self._docstring(),
             checks=tuple(checks),
             constraints=self._constraints(),
+            indexes=self._indexes(),
             scalars=self._scalars(),
             variants=tuple(
                 VariantCheck(v.arg, r.names.constant(v.arg, "VALUES"), v.values)
@@ -1087,6 +1111,14 @@ def _backend_views(schema: Schema, backends) -> tuple[BackendView, ...]:
     )
 
 
+def _index_note(decl) -> str:
+    """What the docstring says of an index input's entries ("" for any other input)."""
+    if not decl.indexes:
+        return ""
+    negative = ", or negative to skip the slot" if decl.skips_negative else ""
+    return f"Entries index ``{decl.indexes}``: ``0 <= i < {decl.indexes}``{negative}."
+
+
 def _layout_imports(r) -> tuple[str, ...]:
     """Helpers of _layout the module's backend selection uses, sorted."""
     used = set()
@@ -1109,6 +1141,8 @@ def _runtime_imports(op, public: PublicView, direct_stages=(), stages=()) -> tup
         used.add("list_error")
     if any(isinstance(c, TensorCheck) and c.offsets for c in public.checks):
         used.add("check_offsets")
+    if public.indexes:
+        used.add("check_indexes")
     if public.constraints:
         used.add("constraint_error")
     if public.variants:
@@ -1154,6 +1188,6 @@ def op_view(r: ResolvedOp) -> OpView:
 
 def package_view(namespace: str, package: str, ops: tuple[OpView, ...]) -> PackageView:
     ops = tuple(sorted(ops, key=lambda v: v.module))
-    names = [name for op in ops for name in op.exports] + ["set_offsets_check"]
+    names = [name for op in ops for name in op.exports] + ["set_offsets_check", "set_index_check"]
     exports = tuple(sorted(names, key=import_order))
     return PackageView(namespace, package, ops, exports)

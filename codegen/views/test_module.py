@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from ..resolve.resolved import ResolvedOp, Role
 from ..spec.model import DType, Integration, Sample, Spec
-from ..spec.shapes import ELLIPSIS
+from ..spec.shapes import ELLIPSIS, EvaluationError
 from .op_module import Statement
 
 WRONG_DTYPES = ("float64", "int32", "bool")
@@ -44,6 +44,23 @@ class MadeInput:
     optional: bool  # given only in configurations that give it
     elements: int = 0  # a list input: how many elements (0: a single tensor)
     holes: bool = False  # a Tensor?[] input: its last element is None
+    # An index input (init "index"): the expression of the size its entries index, and whether
+    # negative entries skip (then some are drawn negative).
+    bound: str = ""
+    skip: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class IndexRow:
+    """An index input of the out-of-range tests: the dim it indexes, the input and position
+    whose size that dim is, whether negative entries skip, and the dtypes tried."""
+
+    name: str
+    dim: str
+    binder: str
+    position: int
+    skip: bool
+    dtypes: tuple[str, ...]  # its own allowed dtypes; () where another input shares its dtype
 
 
 @dataclass(frozen=True, slots=True)
@@ -156,6 +173,7 @@ class TestsView:
     direct_bindings: tuple[str, ...] = ()
     module: str = ""  # the operator's module in the package
     forward_qualnames: tuple[str, ...] = ()  # the forward operator and its arity pair
+    indexes: tuple[IndexRow, ...] = ()  # index inputs (out-of-range tests)
 
 
 def sample_id(sample: Sample, dims: tuple[str, ...]) -> str:
@@ -168,6 +186,13 @@ def sample_id(sample: Sample, dims: tuple[str, ...]) -> str:
         elif isinstance(v, tuple):
             parts.append(k)
     return "-".join(parts)
+
+
+def _product(sizes) -> int:
+    out = 1
+    for size in sizes:
+        out *= size
+    return out
 
 
 def _tuple_expr(parts: list[str]) -> str:
@@ -232,6 +257,8 @@ class _Builder:
                     d.name in r.optional_inputs,
                     elements=(3 if holes else 2) if d.is_list else 0,
                     holes=holes,
+                    bound=_index_bound(r, d),
+                    skip=d.skips_negative,
                 )
             )
         entries = []
@@ -345,6 +372,8 @@ class _Builder:
                 and not c.check.holds(env)
                 for c in self.op.constraints
             )
+            if dim != "batch" and _index_refuses(self.op, first, dim):
+                refused = True  # Note [index inputs]: an entry that no size 0 allows
             out[dim] = "refused" if refused else "computed"
         return out
 
@@ -419,6 +448,7 @@ class _Builder:
             direct_bindings=(
                 tuple(s.names.binding for s in r.stages) if op.eager_fast_path else ()
             ),
+            indexes=_index_rows(r),
         )
 
     def backends(self) -> BackendsView | None:
@@ -468,6 +498,61 @@ class _Builder:
                 grown[name] = value + 1
                 return first_id, grown
         return None
+
+
+# Index inputs (docs/spec.md, "Index inputs"): how the tests draw them, the rows of their
+# out-of-range tests, and which zero sizes they refuse.
+
+
+def _index_bound(r: ResolvedOp, decl) -> str:
+    """The size an index input's drawn entries index: the sample's dim, or the shape of the
+    spelled-out input that binds it (made before the drawn ones); "" for other inputs."""
+    if not decl.indexes or decl.init != "index":
+        return ""
+    if decl.indexes in r.sample_dims:
+        return decl.indexes
+    b = r.plan.bound[decl.indexes]
+    return f"{b.tensor}.shape[{b.index}]"
+
+
+def _index_rows(r: ResolvedOp) -> tuple[IndexRow, ...]:
+    op = r.op
+    shared = {d.same_dtype_as for d in op.inputs if d.same_dtype_as}
+    rows = []
+    for d in op.inputs:
+        if not d.indexes:
+            continue
+        b = r.plan.bound[d.indexes]
+        own = d.same_dtype_as is None and d.name not in shared
+        dtypes = tuple(x.torch_name for x in d.dtypes) if own else ()
+        rows.append(IndexRow(d.name, d.indexes, b.tensor, b.index, d.skips_negative, dtypes))
+    return tuple(rows)
+
+
+def _index_refuses(op, sample, dim: str) -> bool:
+    """Whether some index input of ``dim`` has an entry in ``sample`` once ``dim`` is 0 that no
+    size 0 allows: any entry without ``negative: skip``, a spelled-out one >= 0 with it (drawn
+    entries are all negative then)."""
+    env = {**sample.env(), dim: 0}
+    for d in op.inputs:
+        if d.indexes != dim:
+            continue
+        values = sample.get(d.name)
+        if isinstance(values, tuple):
+            if any(not (d.skips_negative and v < 0) for v in values):
+                return True
+            continue
+        if d.skips_negative:
+            continue
+        numel = 1
+        try:
+            for e in d.shape.entries:
+                numel *= _product(sample.batch or ()) if e == ELLIPSIS else e.evaluate(env)
+        except (EvaluationError, KeyError, IndexError):
+            return True  # sized by a derived dim: taken to have entries
+        if numel:
+            return True
+    return False
 
 
 def tests_view(spec: Spec, r: ResolvedOp) -> TestsView:

@@ -5,7 +5,7 @@ Importing this package registers every operator with ``torch.library``; kernel b
 imported on first launch.
 """
 
-from ._runtime import set_offsets_check
+from ._runtime import set_index_check, set_offsets_check
 from .block_mask_worklist import BlockMaskWorklistOutput, block_mask_worklist
 from .chunk_gla import ChunkGlaOutput, chunk_gla
 from .gate import GateOutput, gate
@@ -23,5 +23,6 @@ __all__ = [
     "gate",
     "l2norm",
     "recurrent_gla_step",
+    "set_index_check",
     "set_offsets_check",
 ]

@@ -252,6 +252,68 @@ def check_offsets(op: str, name: str, offsets: torch.Tensor, total: int, dim: st
     return offsets
 
 
+# Note [index inputs]: an index input's entries address rows of another input (cache slots, page
+# tables, token ids), so one out of range makes a kernel read or write outside that tensor. Eager
+# calls reduce the entries to their minimum and maximum (one reduction, one small read on the
+# host: a synchronization on CUDA) and only when those are out of range look for the first bad
+# entry to name it. Compiled graphs, and CUDA-graph captures (which cannot read on the host),
+# check on the device with torch._assert_async instead. set_index_check(False) turns both off
+# (Dynamo guards on the switch, so flipping it recompiles).
+_CHECK_INDEXES = True
+
+
+def set_index_check(enabled: bool) -> None:
+    """Turn the range check of index inputs on or off for every operator of the package."""
+    global _CHECK_INDEXES
+    _CHECK_INDEXES = bool(enabled)
+
+
+def check_indexes(
+    op: str, name: str, index: torch.Tensor, bound: int, dim: str, skip: bool
+) -> None:
+    """Refuse ``index`` unless every entry is in ``[0, bound)`` (or negative, with ``skip``)."""
+    if not _CHECK_INDEXES:
+        return
+    if torch.compiler.is_compiling() or (
+        index.is_cuda and torch.cuda.is_current_stream_capturing()
+    ):
+        ok = index < bound if skip else (index >= 0) & (index < bound)
+        torch._assert_async(ok.all(), f"{op}: {name} holds an entry out of range for {dim}")
+        return
+    if index.is_meta or index.numel() == 0:
+        return
+    if skip:
+        if int(index.max()) < bound:
+            return
+    else:
+        low, high = torch.stack(torch.aminmax(index)).tolist()
+        if low >= 0 and high < bound:
+            return
+    raise _index_error(op, name, index, bound, dim, skip)
+
+
+def _index_error(
+    op: str, name: str, index: torch.Tensor, bound: int, dim: str, skip: bool
+) -> ValueError:
+    """The error naming the first entry of ``index`` out of range, its position and value."""
+    bad = index >= bound if skip else (index < 0) | (index >= bound)
+    flat = int(bad.reshape(-1).to(torch.uint8).argmax())
+    position = []
+    for size in reversed(index.shape):
+        position.append(flat % size)
+        flat //= size
+    position.reverse()
+    value = int(index[tuple(position)])
+    where = f"[{', '.join(map(str, position))}]" if position else ""
+    if bound == 0:
+        valid = "only negative entries, which skip, are valid" if skip else "no entry is valid"
+    else:
+        valid = f"valid: 0 <= i < {bound}" + (", or negative to skip" if skip else "")
+    return ValueError(
+        f"{op}: {name}{where} = {value} is out of range for {dim} = {bound} ({valid})"
+    )
+
+
 # Note [eager fast path]: an operator declared with eager_fast_path calls its implementation
 # directly in eager mode, skipping the dispatcher (and, without grad, the autograd.Function).
 # The dispatcher still runs whenever something may need to see the operator: torch.compile and

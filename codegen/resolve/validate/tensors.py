@@ -9,6 +9,7 @@ from __future__ import annotations
 from ...spec.errors import did_you_mean, one_of
 from ...spec.model import DType, Op, TensorDecl
 from ...spec.names import check_name
+from ...spec.shapes import ELLIPSIS, EvaluationError
 from ..resolved import ResolvedOp
 from .report import Report
 
@@ -61,6 +62,8 @@ def inputs(r: ResolvedOp, report: Report) -> None:
                 )
         if decl.offsets is not None:
             _offsets(r, decl, report)
+        if decl.indexes is not None:
+            _indexes(r, decl, report)
     declared = {d.name for d in op.inputs}
     for name in tensor_args:
         if name not in declared:
@@ -231,3 +234,115 @@ def _optional_returns(r: ResolvedOp, report: Report) -> None:
                 f"output '{decl.name}' is optional ('Tensor?') in an operator with a backward; "
                 "declare the two arities with 'arity_pair' instead",
             )
+
+
+def _indexes(r: ResolvedOp, decl: TensorDecl, report: Report) -> None:
+    """An index input: int32/int64 entries indexing a dim that another required input binds
+    (docs/spec.md, "Index inputs"); what the samples spell out is in range."""
+    loc, dim = decl.indexes_loc, decl.indexes
+    if decl.is_list:
+        report.error(loc, f"list input '{decl.name}' cannot hold indexes")
+        return
+    dtypes = allowed_dtypes(r.op, decl)
+    if not dtypes or any(d not in (DType.INT32, DType.INT64) for d in dtypes):
+        report.error(
+            loc,
+            f"index input '{decl.name}' must allow only int32 and int64 dtypes (the dtypes "
+            "torch indexes with)",
+        )
+    bound = _indexable_dims(r, decl)
+    if dim not in bound:
+        report.error(
+            loc,
+            f"index input '{decl.name}' indexes dim '{dim}', which no other required input "
+            f"binds{did_you_mean(dim, bound)}; dims: {one_of(bound) or 'none'}",
+        )
+        return
+    _index_samples(r, decl, report)
+
+
+def _indexable_dims(r: ResolvedOp, decl: TensorDecl) -> list[str]:
+    """Dims that a required tensor input other than ``decl`` binds by name, in binding order."""
+    optional = set(r.optional_inputs)
+    named = set()
+    for d in r.op.inputs:
+        if d.name != decl.name and d.name not in optional and not d.is_list:
+            named |= {e.name for e in d.shape.entries if e != ELLIPSIS and e.name}
+    return [n for n, b in r.plan.bound.items() if n in named and not b.derived and not b.optional]
+
+
+def _index_samples(r: ResolvedOp, decl: TensorDecl, report: Report) -> None:
+    """Spelled-out values of an index input are integers in range; a required index input is
+    spelled out by every sample or by none; some sample gives it an entry (the out-of-range
+    tests need one to corrupt)."""
+    name, samples = decl.name, r.op.tests.samples
+    spelled = [s for s in samples if isinstance(s.get(name), tuple)]
+    if spelled and name not in r.optional_inputs:
+        for s in samples:
+            if not isinstance(s.get(name), tuple):
+                report.error(
+                    s.loc,
+                    f"sample does not spell out '{name}', which another sample does; a required "
+                    "input is spelled out by every sample or by none",
+                )
+    if spelled and (decl.shape.has_ellipsis or len(decl.shape.entries) != 1):
+        report.error(
+            spelled[0].loc,
+            f"sample spells out index input '{name}' of shape {decl.shape}; only a 1-D input "
+            "can be spelled out",
+        )
+        return
+    entries = False
+    for s in samples:
+        values = s.get(name)
+        if isinstance(values, tuple):
+            entries = entries or bool(values)
+            _index_literal(r, decl, s, values, report)
+        elif values is None:
+            entries = entries or _drawn_numel(decl, s) != 0
+    if not entries:
+        report.error(
+            decl.indexes_loc,
+            f"no test sample gives '{name}' an entry, so the out-of-range index tests would not "
+            "run",
+        )
+
+
+def _index_literal(r: ResolvedOp, decl: TensorDecl, sample, values: tuple, report) -> None:
+    """Each spelled-out value is an integer in range for the sample's size of the dim."""
+    dim, skip = decl.indexes, decl.skips_negative
+    size = sample.env().get(dim)
+    binding = r.plan.bound[dim]
+    binder = r.op.input(binding.tensor)
+    if size is None and isinstance(sample.get(binder.name), tuple) and binder.shape.min_rank == 1:
+        size = len(sample.get(binding.tensor))  # bound by another spelled-out (1-D) input
+    for i, v in enumerate(values):
+        if not isinstance(v, int) or isinstance(v, bool):
+            report.error(
+                sample.loc,
+                f"sample gives {decl.name}[{i}] = {v!r}; index values must be integers",
+            )
+            return
+        if size is not None and (v >= size or (v < 0 and not skip)):
+            valid = f"0 <= i < {size}" + (", or negative to skip" if skip else "")
+            report.error(
+                sample.loc,
+                f"sample gives {decl.name}[{i}] = {v}, which is out of range for {dim} = {size} "
+                f"(valid: {valid})",
+            )
+            return
+
+
+def _drawn_numel(decl: TensorDecl, sample) -> int | None:
+    """How many entries the tests draw for ``decl`` in ``sample`` (None: not computable)."""
+    env, numel = sample.env(), 1
+    for e in decl.shape.entries:
+        if e == ELLIPSIS:
+            for b in sample.batch or ():
+                numel *= b
+            continue
+        try:
+            numel *= e.evaluate(env)
+        except (EvaluationError, KeyError, IndexError):
+            return None
+    return numel
