@@ -12,6 +12,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, replace
 
+from ..resolve.backward_fake import backward_tensors, dtype_source
+from ..resolve.backward_fake import reads as backward_reads
 from ..resolve.dims import TensorPlan, bind_from, index_of
 from ..resolve.resolved import ResolvedOp, ResolvedStage
 from ..spec.model import DType, Integration, OutputDecl, Shape
@@ -576,6 +578,7 @@ class _Stages(_Base):
     def _backward_fake(self, schema: Schema) -> FakeView:
         available = [a.name for a in schema.arguments if a.is_tensor and not a.optional]
         base = self._alloc_base(available)
+        tensors = backward_tensors(self.op)
         needed: set[str] = set()
         batch = False
         allocs = []
@@ -587,15 +590,32 @@ class _Stages(_Base):
             names, b = self._needs(target.shape)
             needed |= names
             batch |= b
-            dtype = (
-                f"{target.same_dtype_as}.dtype"
-                if target.same_dtype_as is not None
-                else f"torch.{target.dtypes[0].torch_name}"
-            )
+            dtype = self._gradient_dtype(target, tensors)
             empty = target.name if target.absent_gradient == "empty" else None
             allocs.append(Alloc(g.name, base, _shape_expr(target.shape), dtype, empty))
-        dims = self._dim_reads(needed, batch, set(available))
+        dims = self._backward_reads(tensors, needed, batch)
         return FakeView(tuple(dims), (), tuple(allocs), tuple(g.name for g in self.r.gradients))
+
+    def _backward_reads(self, tensors, needed: set[str], batch: bool) -> list[Statement]:
+        """Note [backward fake sources] (resolve/backward_fake.py): each dim from any tensor the
+        backward takes that has it, incoming gradients and saved outputs included."""
+        found = backward_reads(self.op, self.plan, tensors, needed, batch)
+        out = [Statement("batch", found.batch)] if found.batch else []
+        return out + [Statement(name, value) for name, value in found.dims]
+
+    def _gradient_dtype(self, target, tensors) -> str:
+        """The dtype of a gradient whose input the backward does not take: the declared one, else
+        that of a backward tensor declared to have the input's dtype."""
+        same = target.same_dtype_as
+        if same is not None and same in tensors.shapes:
+            return f"{same}.dtype"
+        if same is None and len(target.dtypes) == 1:
+            return f"torch.{target.dtypes[0].torch_name}"
+        source = dtype_source(self.op, tensors, target.name)
+        if source is not None:
+            return f"{source}.dtype"
+        # Refused by validation; written as before so that views never fail.
+        return f"{same}.dtype" if same is not None else f"torch.{target.dtypes[0].torch_name}"
 
     def _stage(self, s: ResolvedStage) -> StageView:
         impls = tuple(
