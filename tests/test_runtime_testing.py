@@ -205,6 +205,42 @@ def test_broken_values_and_unknown_ways():
         t.broken(torch.zeros(2), "sliced")
 
 
+def test_broken_scalars_take_a_value_of_another_type():
+    assert t.broken(0.5, "type-bool") is True
+    assert t.broken(None, "type-complex") == 1j  # replaces whatever the argument held
+    assert t.broken(False, "type-none") is None
+    assert t.broken((3, 4), "element-bool") == [True, 4]
+    assert t.broken([3, 4], "length") == [3, 4, 3]
+
+
+def test_reject_cases_break_the_type_of_absent_scalars_on_the_first_sample():
+    samples = {"first": {}, "second": {"scale": 0.5}}
+    got = _params(
+        t.reject_cases(
+            {"scale": ("type-bool",)},
+            samples,
+            "fp32",
+            {"default": {}},
+            lambda s, d, c: {"scale": samples[s].get("scale")},
+        )
+    )
+    assert got == [("scale-type-bool", "first", "scale", "type-bool")]
+
+
+def test_check_rejects_breaks_the_arity_flag_too():
+    def fn(q, k, flag):
+        if not isinstance(flag, bool):
+            raise TypeError(f"op: flag must be bool, got {flag!r}")
+        return q + k
+
+    suite = _suite(fn, flag="flag", configs={"default": {"flag": True}})
+    suite.check_rejects("s", "default", "flag", "type-int", "op")
+    with pytest.raises(pytest.fail.Exception, match="DID NOT RAISE"):
+        _suite(
+            lambda q, k, flag: q + k, flag="flag", configs={"default": {"flag": True}}
+        ).check_rejects("s", "default", "flag", "type-int", "op")
+
+
 def test_rejection_pattern_wants_the_argument_as_the_subject():
     pattern = t.rejection_pattern("chunk_gla", "q")
     assert re.match(pattern, "chunk_gla: q must have dtype bfloat16, float16 or float32, got x")

@@ -346,11 +346,11 @@ def test_backward_fake_needs_the_tensors_that_size_a_gradient():
         )
     with pytest.raises(SpecError) as info:
         parse(text, "ops.yaml")
+    # V and the other dims come from grad_output, [B, T, H, V]; nothing the backward takes has K.
     assert [str(d) for d in info.value.diagnostics] == [
-        "ops.yaml:15:15: error: [chunk] backward schema: the fake of 'grad_initial_state' needs the "
-        "sizes of 'q'; add 'q' to the backward arguments",
-        "ops.yaml:15:15: error: [chunk] backward schema: the fake of 'grad_initial_state' needs the "
-        "sizes of 'v'; add 'v' to the backward arguments",
+        "ops.yaml:15:15: error: [chunk] backward schema: the fake of 'grad_initial_state' cannot "
+        "size dim 'K' of [N, H, K, V]: no tensor the backward takes has it; add 'q' (or another "
+        "tensor with dim 'K') to the backward arguments",
     ]
 
 

@@ -12,6 +12,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, replace
 
+from ..resolve.backward_fake import backward_tensors, dtype_source
+from ..resolve.backward_fake import reads as backward_reads
 from ..resolve.dims import TensorPlan, bind_from, index_of
 from ..resolve.resolved import ResolvedOp, ResolvedStage
 from ..spec.model import DType, Integration, OutputDecl, Shape
@@ -230,16 +232,32 @@ class ConstraintCheck:
 
 @dataclass(frozen=True, slots=True)
 class ScalarCheck:
-    """A non-tensor argument: ``isinstance`` against what the dispatcher would accept."""
+    """A non-tensor argument (or the arity flag), typed as its schema type says.
+
+    Note [scalar types] (_runtime): ``test`` is the condition under which the public function
+    refuses it, an ``isinstance`` or two. A list or a ``Device`` goes through the runtime helper
+    ``convert`` instead (``_scalar_list``, ``_scalar_device``), which checks it and returns what
+    the launcher receives, as the dispatcher would pass it: a new list, a ``torch.device``.
+    """
 
     name: str
-    types: str  # a tuple expression of classes
+    types: str  # a tuple expression of classes (of the elements, for a list)
     expected: str  # how the message names the type, e.g. "float"
-    optional: bool
+    optional: bool  # None is allowed
+    test: str = ""  # over ``name``: the argument is refused
+    convert: str = ""  # a runtime helper: scalar_list or scalar_device
+    schema_type: str = ""  # a list's schema type, e.g. "int[2]"
+    size: int | None = None  # a fixed-size list: how many elements
+    broadcast: bool = False  # a fixed-size list of numbers takes one number too
+    none_elements: bool = False  # a list of optionals (int?[]): None elements allowed
+    # A fixed-size list whose schema default has another length (torch's ``int[2] stride=[]``):
+    # that length is allowed too.
+    default_size: int | None = None
 
 
-# What the dispatcher accepts for each schema type, symbolic sizes included (torch.compile passes
-# SymInt / SymFloat for dynamic scalars).
+# What the public function accepts for each schema type (Note [scalar types] in _runtime), symbolic
+# values included (torch.compile passes SymInt / SymFloat for dynamic scalars). bool is a subclass
+# of int: where the classes list int but not bool, a bool is refused too.
 _SCALAR_TYPES = {
     "int": ("int", "torch.SymInt"),
     "SymInt": ("int", "torch.SymInt"),
@@ -249,10 +267,65 @@ _SCALAR_TYPES = {
     "ScalarType": ("torch.dtype",),
     "Layout": ("torch.layout",),
     "MemoryFormat": ("torch.memory_format",),
-    "Device": ("torch.device", "str", "int"),
+    "Device": ("torch.device", "str"),
     "Generator": ("torch.Generator",),
-    "Scalar": ("int", "float", "bool", "complex", "torch.SymInt", "torch.SymFloat"),
+    "Scalar": ("bool", "int", "float", "torch.SymInt", "torch.SymFloat", "torch.SymBool"),
 }
+
+# How a refusal names each type.
+_SCALAR_EXPECTED = {
+    "SymInt": "int",
+    "ScalarType": "torch.dtype",
+    "Layout": "torch.layout",
+    "MemoryFormat": "torch.memory_format",
+    "Device": "torch.device or a device string",
+    "Generator": "torch.Generator",
+    "Scalar": "a real number (bool, int or float)",
+}
+
+# Element types whose fixed-size lists also take one number, repeated (torch's ``stride=2``).
+_BROADCAST = ("int", "SymInt", "float")
+
+
+def _classes(base: str) -> str:
+    types = _SCALAR_TYPES[base]
+    return types[0] if len(types) == 1 else f"({', '.join(types)})"
+
+
+def scalar_check(name: str, schema_type: str, default: object = None) -> ScalarCheck:
+    """The check of an argument of scalar schema type ``schema_type`` and schema default
+    ``default`` (Note [scalar types])."""
+    optional = schema_type.endswith("?")
+    written = schema_type.removesuffix("?")
+    m = re.fullmatch(r"(\w+)(\??)\[(\d*)\]", written)
+    if m:
+        element, size = m[1], int(m[3]) if m[3] else None
+        return ScalarCheck(
+            name=name,
+            types=_classes(element),
+            expected=_SCALAR_EXPECTED.get(element, element),
+            optional=optional,
+            convert="scalar_list",
+            schema_type=written,
+            size=size,
+            broadcast=size is not None and element in _BROADCAST,
+            none_elements=bool(m[2]),
+            default_size=(
+                len(default)
+                if size is not None and isinstance(default, (list, tuple)) and len(default) != size
+                else None
+            ),
+        )
+    expected = _SCALAR_EXPECTED.get(written, written)
+    if written == "Device":
+        return ScalarCheck(name, _classes(written), expected, optional, convert="scalar_device")
+    types = _SCALAR_TYPES[written]
+    test = f"not isinstance({name}, {_classes(written)})"
+    if "int" in types and "bool" not in types:
+        test += f" or isinstance({name}, bool)"
+    if optional:
+        test = f"{name} is not None and " + (f"({test})" if " or " in test else test)
+    return ScalarCheck(name, _classes(written), expected, optional, test=test)
 
 
 @dataclass(frozen=True, slots=True)
@@ -536,6 +609,7 @@ class _Stages(_Base):
     def _backward_fake(self, schema: Schema) -> FakeView:
         available = [a.name for a in schema.arguments if a.is_tensor and not a.optional]
         base = self._alloc_base(available)
+        tensors = backward_tensors(self.op)
         needed: set[str] = set()
         batch = False
         allocs = []
@@ -547,15 +621,32 @@ class _Stages(_Base):
             names, b = self._needs(target.shape)
             needed |= names
             batch |= b
-            dtype = (
-                f"{target.same_dtype_as}.dtype"
-                if target.same_dtype_as is not None
-                else f"torch.{target.dtypes[0].torch_name}"
-            )
+            dtype = self._gradient_dtype(target, tensors)
             empty = target.name if target.absent_gradient == "empty" else None
             allocs.append(Alloc(g.name, base, _shape_expr(target.shape), dtype, empty))
-        dims = self._dim_reads(needed, batch, set(available))
+        dims = self._backward_reads(tensors, needed, batch)
         return FakeView(tuple(dims), (), tuple(allocs), tuple(g.name for g in self.r.gradients))
+
+    def _backward_reads(self, tensors, needed: set[str], batch: bool) -> list[Statement]:
+        """Note [backward fake sources] (resolve/backward_fake.py): each dim from any tensor the
+        backward takes that has it, incoming gradients and saved outputs included."""
+        found = backward_reads(self.op, self.plan, tensors, needed, batch)
+        out = [Statement("batch", found.batch)] if found.batch else []
+        return out + [Statement(name, value) for name, value in found.dims]
+
+    def _gradient_dtype(self, target, tensors) -> str:
+        """The dtype of a gradient whose input the backward does not take: the declared one, else
+        that of a backward tensor declared to have the input's dtype."""
+        same = target.same_dtype_as
+        if same is not None and same in tensors.shapes:
+            return f"{same}.dtype"
+        if same is None and len(target.dtypes) == 1:
+            return f"torch.{target.dtypes[0].torch_name}"
+        source = dtype_source(self.op, tensors, target.name)
+        if source is not None:
+            return f"{source}.dtype"
+        # Refused by validation; written as before so that views never fail.
+        return f"{same}.dtype" if same is not None else f"torch.{target.dtypes[0].torch_name}"
 
     def _stage(self, s: ResolvedStage) -> StageView:
         impls = tuple(
@@ -833,18 +924,13 @@ class _Public(_Base):
         return [Statement(d.name, d.expr.render({})) for d in self.op.dims]
 
     def _scalars(self) -> tuple[ScalarCheck, ...]:
-        out = []
-        for a in self.fwd.arguments:
-            if a.is_tensor or a.is_tensor_list:
-                continue
-            base = a.type.rstrip("?")
-            if base.endswith("]"):
-                types, expected = ("list", "tuple"), f"a list ({base})"
-            else:
-                types, expected = _SCALAR_TYPES[base], base
-            classes = types[0] if len(types) == 1 else f"({', '.join(types)})"
-            out.append(ScalarCheck(a.name, classes, expected, a.optional))
-        return tuple(out)
+        """Every scalar argument and the arity flag (a bool), in the public function's order."""
+        args = {a.name: (a.type, a.default_value) for a in self.fwd.arguments if a.is_scalar}
+        if self.r.flag:
+            args[self.r.flag] = ("bool", False)
+        return tuple(
+            scalar_check(p.name, *args[p.name]) for p in self._public_params() if p.name in args
+        )
 
     def _constraints(self) -> tuple[ConstraintCheck, ...]:
         out = []
@@ -1147,8 +1233,9 @@ def _runtime_imports(op, public: PublicView, direct_stages=(), stages=()) -> tup
         used.add("constraint_error")
     if public.variants:
         used.add("value_error")
-    if public.scalars:
+    if any(sc.test for sc in public.scalars):
         used.add("scalar_error")
+    used.update(sc.convert for sc in public.scalars if sc.convert)
     if op.integration is Integration.TRITON_OP:
         used.add("register_triton_op")
     for guard in (i.device_guard for st in stages for i in st.impls if i.device_guard):

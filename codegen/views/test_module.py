@@ -9,6 +9,7 @@ stay Python values here; ``templates/test_op.py.jinja`` writes them with the ``p
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from ..resolve.resolved import ResolvedOp, Role
@@ -17,6 +18,43 @@ from ..spec.shapes import ELLIPSIS, EvaluationError
 from .op_module import Statement
 
 WRONG_DTYPES = ("float64", "int32", "bool")
+# Values of a wrong type for each scalar schema type, as ``_t.broken`` spells them
+# (``type-bool`` is True): mostly values the dispatcher would take and reinterpret (True as 1,
+# 1 as torch.int8, None as False). The first also breaks the elements of a list of that type.
+WRONG_SCALARS = {
+    "int": ("type-bool", "type-float"),
+    "SymInt": ("type-bool", "type-float"),
+    "float": ("type-bool", "type-complex", "type-str"),
+    "bool": ("type-int", "type-none", "type-str"),
+    "str": ("type-int",),
+    "ScalarType": ("type-int",),
+    "Layout": ("type-int",),
+    "MemoryFormat": ("type-int",),
+    "Device": ("type-int", "type-str"),
+    "Generator": ("type-int",),
+    "Scalar": ("type-complex", "type-str"),
+}
+
+
+def wrong_scalars(op, name: str, schema_type: str) -> tuple[str, ...]:
+    """How ``_t.broken`` gives a scalar argument of ``op`` a value of a type its schema type
+    refuses (Note [scalar types] in _runtime): ``type-<kind>`` replaces it, ``element-<kind>``
+    its first element, ``length`` adds an element to a fixed-size list."""
+    optional = schema_type.endswith("?")
+    written = schema_type.removesuffix("?")
+    m = re.fullmatch(r"(\w+)\??\[(\d*)\]", written)
+    if m is None:
+        return tuple(h for h in WRONG_SCALARS[written] if not (optional and h == "type-none"))
+    hows = ["type-str"] if m[1] != "str" else ["type-int"]
+    # The elements can be broken only where the tests pass a list: a default or a sample's.
+    arg = op.forward.schema.argument(name)
+    values = [arg.default_value if arg is not None else None]
+    values += [s.get(name) for s in op.tests.samples]
+    if any(isinstance(v, (list, tuple)) and v for v in values):
+        hows.append("element-" + WRONG_SCALARS[m[1]][0].removeprefix("type-"))
+        if m[2]:
+            hows.append("length")
+    return tuple(hows)
 
 
 @dataclass(frozen=True, slots=True)
@@ -342,7 +380,9 @@ class _Builder:
             out[decl.name] = tuple(hows)
         for a in self.fwd.arguments:
             if not a.is_tensor and not a.is_tensor_list:
-                out[a.name] = ("type",)
+                out[a.name] = ("type", *wrong_scalars(self.op, a.name, a.type))
+        if self.r.flag:
+            out[self.r.flag] = ("type", *wrong_scalars(self.op, self.r.flag, "bool"))
         for v in self.op.variants:
             out[v.arg] = out.get(v.arg, ()) + ("value",)
         return out

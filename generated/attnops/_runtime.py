@@ -140,9 +140,103 @@ def constraint_error(op: str, message: str, **dims: int) -> ValueError:
     return ValueError(f"{op}: {message}; got {got}")
 
 
+# Note [scalar types]: the public function checks every scalar argument (and the arity flag, a
+# bool) against its schema type before anything launches, with one isinstance or two inline; it
+# accepts what the dispatcher accepts without reinterpreting it, and refuses the rest:
+#
+#   bool                          bool (torch.SymBool under compile); not 1, None or numpy.bool_,
+#                                 whose truth value the dispatcher would take
+#   int, SymInt                   int, torch.SymInt; not a bool (the dispatcher passes True as 1)
+#   float                         float, int, torch.SymFloat, torch.SymInt; not a bool
+#   Scalar                        bool, int, float and their symbolic types; not complex
+#   ScalarType, Layout,           the torch object itself, not the number the dispatcher would
+#   MemoryFormat                  read as one (1 is torch.int8)
+#   Device                        a torch.device or a string naming one, converted to a
+#                                 torch.device (scalar_device); not an int
+#   str, Generator                exactly that
+#   T[], T[N], T?[]               a list or tuple of T (scalar_list), N long (or as long as the
+#                                 schema default); int[N], SymInt[N] and float[N] also take one
+#                                 number, repeated N times
+#
+# NumPy scalars are refused unless their type subclasses the Python one (numpy.float64 is a
+# float), as are tensors where a number belongs; the message says how to convert them.
+
+
 def scalar_error(op: str, name: str, expected: str, value: object) -> TypeError:
-    """A non-tensor argument of the wrong type."""
-    return TypeError(f"{op}: {name} must be {expected}, got {type(value).__name__} {value!r}")
+    """A non-tensor argument of the wrong type (Note [scalar types])."""
+    return TypeError(f"{op}: {name} must be {expected}, got {_described(value)}")
+
+
+def _described(value: object) -> str:
+    """A refused value by type and value, with a hint for NumPy scalars and tensors, which the
+    checks refuse where a Python number belongs."""
+    kind = type(value)
+    if isinstance(value, torch.Tensor):
+        return f"Tensor of shape {tuple(value.shape)} (pass a Python number, e.g. .item())"
+    numpy = kind.__module__ == "numpy"
+    text = str(value) if numpy else repr(value)  # NumPy 2 reprs read np.int64(3)
+    text = text if len(text) <= 60 else text[:57] + "..."
+    if numpy:
+        return f"numpy.{kind.__name__} {text} (convert NumPy scalars with .item())"
+    return f"{kind.__name__} {text}"
+
+
+def scalar_list(
+    op: str,
+    name: str,
+    value: object,
+    types: tuple,
+    element: str,
+    schema_type: str,
+    size: int | None,
+    *,
+    broadcast: bool = False,
+    none_elements: bool = False,
+    default_size: int | None = None,
+) -> list:
+    """A list argument (``int[]``, ``float[2]``, ``bool?[]``...) checked element by element as
+    a scalar is, returned as the new list the dispatcher would pass the launcher.
+
+    A list or tuple of the element type (a bool is not an int here), of exactly ``size``
+    elements for a fixed-size list; with ``broadcast`` (``int[2]``, ``float[2]``) one number
+    stands for ``size`` copies of itself, as torch's own ``stride=2`` does. ``default_size``:
+    the length of the schema's default where it differs, also allowed (torch writes
+    ``int[2] stride=[]`` for "not given", and ``int[1] dim=[-2, -1]``).
+    """
+    refuse_bool = bool not in types
+    if broadcast and isinstance(value, types) and not (refuse_bool and isinstance(value, bool)):
+        return [value] * size
+    if not isinstance(value, (list, tuple)):
+        count = f"{size} " if size is not None else ""
+        raise TypeError(
+            f"{op}: {name} must be {schema_type}, a list of {count}{element}, got {_described(value)}"
+        )
+    if size is not None and len(value) != size and len(value) != default_size:
+        other = "" if default_size is None else f" or {default_size}, as its default"
+        raise ValueError(
+            f"{op}: {name} must have {size} elements ({schema_type}){other}, got {len(value)}"
+        )
+    for i, e in enumerate(value):
+        if e is None and none_elements:
+            continue
+        if not isinstance(e, types) or (refuse_bool and isinstance(e, bool)):
+            raise scalar_error(op, f"{name}[{i}]", element, e)
+    return list(value)
+
+
+def scalar_device(op: str, name: str, value: object) -> torch.device:
+    """A ``Device`` argument: a torch.device, or a string naming one (converted, as the
+    dispatcher converts it, so the launcher receives a torch.device on every path)."""
+    if isinstance(value, torch.device):
+        return value
+    if not isinstance(value, str):
+        raise scalar_error(op, name, "torch.device or a device string", value)
+    try:
+        return torch.device(value)
+    except RuntimeError:
+        raise ValueError(
+            f"{op}: {name} must name a device ('cpu', 'cuda', 'cuda:1', ...), got {value!r}"
+        ) from None
 
 
 def value_error(op: str, name: str, allowed: tuple, value: object) -> ValueError:

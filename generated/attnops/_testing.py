@@ -264,6 +264,9 @@ def broken(value, how: str):
 
     A list of tensors is broken in its first element.
     """
+    wrong = _scalar_broken(value, how)
+    if wrong is not _NOT_SCALAR:
+        return wrong
     if isinstance(value, list) and how != "type":
         return [broken(value[0], how), *value[1:]]
     if how.startswith("dtype-"):
@@ -280,6 +283,26 @@ def broken(value, how: str):
     if how == "value":
         return "not-a-variant" if isinstance(value, str) else -12345
     raise ValueError(how)
+
+
+# A value of each kind, as the ``type-<kind>`` and ``element-<kind>`` ways of breaking a scalar
+# argument name it (Note [scalar types] in _runtime says what each schema type refuses).
+WRONG_VALUES = {"bool": True, "int": 1, "float": 1.5, "complex": 1j, "str": "x", "none": None}
+_NOT_SCALAR = object()
+
+
+def _scalar_broken(value, how: str):
+    """``type-<kind>``: a value of that kind instead; ``element-<kind>``: the first element of a
+    list so replaced; ``length``: a fixed-size list one element longer. Else ``_NOT_SCALAR``."""
+    kind = how.partition("-")[2]
+    if how.startswith("type-"):
+        return WRONG_VALUES[kind]
+    if how.startswith("element-"):
+        items = list(value)
+        return [WRONG_VALUES[kind], *items[1:]]
+    if how == "length":
+        return [*value, value[0]]
+    return _NOT_SCALAR
 
 
 # --- case tables -------------------------------------------------------------------------
@@ -395,7 +418,7 @@ def reject_cases(rejects: dict, samples: dict, dtype: str, configs: dict, make_i
 
     def sample_for(name: str, how: str) -> str:
         # A value of the wrong type replaces whatever the argument held, None included.
-        if how == "type":
+        if how == "type" or how.startswith("type-"):
             return next(iter(samples))
         return present_in(samples, dtype, default, make_inputs, name)
 
@@ -562,10 +585,13 @@ class Suite:
         another argument's check (``"k must have the dtype of q"``) stand in for a missing one.
         """
         inputs = self.make_inputs(sample, next(iter(self.tolerance)), config)
-        assert how == "type" or inputs[name] is not None, f"{sample} gives {name} no value to break"
+        if self.flag:  # the arity flag is broken like any argument
+            inputs[self.flag] = self.configs[config][self.flag]
+        replaced = how == "type" or how.startswith("type-")
+        assert replaced or inputs[name] is not None, f"{sample} gives {name} no value to break"
         inputs[name] = broken(inputs[name], how)
         with pytest.raises((TypeError, ValueError), match=rejection_pattern(op_name, name)):
-            self.call(self.fn, inputs, config)
+            self.fn(**inputs)
 
     def check_gradients(self, sample: str, dtype: str, layout: str, config: str) -> None:
         inputs = self.inputs(sample, dtype, layout, config)

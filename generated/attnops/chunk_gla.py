@@ -465,8 +465,12 @@ def chunk_gla(
                 dtypes=_CHUNK_GLA_INITIAL_STATE_DTYPES,
                 device_of=("q", q),
             )
-    if scale is not None and not isinstance(scale, (float, int, torch.SymFloat, torch.SymInt)):
+    if scale is not None and (
+        not isinstance(scale, (float, int, torch.SymFloat, torch.SymInt)) or isinstance(scale, bool)
+    ):
         raise _scalar_error("chunk_gla", "scale", "float", scale)
+    if not isinstance(output_final_state, (bool, torch.SymBool)):
+        raise _scalar_error("chunk_gla", "output_final_state", "bool", output_final_state)
     if cu_seqlens is not None and B != 1:
         raise _constraint_error("chunk_gla", "packed sequences (cu_seqlens) need B == 1", B=B)
     if K > 256:

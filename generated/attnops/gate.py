@@ -226,7 +226,9 @@ def gate(
             )
     if not isinstance(kind, str):
         raise _scalar_error("gate", "kind", "str", kind)
-    if not isinstance(lower_bound, (float, int, torch.SymFloat, torch.SymInt)):
+    if not isinstance(lower_bound, (float, int, torch.SymFloat, torch.SymInt)) or isinstance(
+        lower_bound, bool
+    ):
         raise _scalar_error("gate", "lower_bound", "float", lower_bound)
     if kind not in _GATE_KIND_VALUES:
         raise _value_error("gate", "kind", _GATE_KIND_VALUES, kind)

@@ -172,7 +172,7 @@ def l2norm(x: Tensor, eps: float = 1e-06) -> L2normOutput:
             dtypes=_L2NORM_X_DTYPES,
             devices=("cuda", "cpu", "meta"),
         )
-    if not isinstance(eps, (float, int, torch.SymFloat, torch.SymInt)):
+    if not isinstance(eps, (float, int, torch.SymFloat, torch.SymInt)) or isinstance(eps, bool):
         raise _scalar_error("l2norm", "eps", "float", eps)
     if not torch.compiler.is_compiling() and _direct_ok(x):
         if torch.is_grad_enabled() and x.requires_grad:

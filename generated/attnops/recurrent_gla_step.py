@@ -176,7 +176,7 @@ def recurrent_gla_step(
             dtypes=_RECURRENT_GLA_STEP_G_DTYPES,
             device_of=("state", state),
         )
-    if not isinstance(scale, (float, int, torch.SymFloat, torch.SymInt)):
+    if not isinstance(scale, (float, int, torch.SymFloat, torch.SymInt)) or isinstance(scale, bool):
         raise _scalar_error("recurrent_gla_step", "scale", "float", scale)
     if not torch.compiler.is_compiling():
         _check_mutated("recurrent_gla_step", "state", state, {"q": q, "k": k, "v": v, "g": g})

@@ -57,7 +57,8 @@ REJECTS = {
     "g": ("dtype-float64", "rank-plus-one"),
     "initial_state": ("dtype-float64", "rank-plus-one"),
     "cu_seqlens": ("dtype-float64", "rank-plus-one"),
-    "scale": ("type",),
+    "scale": ("type", "type-bool", "type-complex", "type-str"),
+    "output_final_state": ("type", "type-int", "type-none", "type-str"),
 }
 ARG_NAMES = ("q", "k", "v", "g", "scale", "initial_state", "cu_seqlens")
 PUBLIC_OUTPUTS = ("output", "final_state")

@@ -53,8 +53,8 @@ REJECTS = {
     "g": ("dtype-float64", "rank-one"),
     "A_log": ("dtype-float64", "rank-plus-one"),
     "dt_bias": ("dtype-float64", "rank-plus-one"),
-    "kind": ("type", "value"),
-    "lower_bound": ("type",),
+    "kind": ("type", "type-int", "value"),
+    "lower_bound": ("type", "type-bool", "type-complex", "type-str"),
 }
 ARG_NAMES = ("g", "A_log", "dt_bias", "kind", "lower_bound")
 PUBLIC_OUTPUTS = ("out",)

@@ -49,7 +49,7 @@ CONFIGS = _t.configs(VARIANTS, OPTIONAL, FLAG)
 # How test_rejects_invalid_arguments breaks each argument (see _t.broken).
 REJECTS = {
     "x": ("dtype-float64",),
-    "eps": ("type",),
+    "eps": ("type", "type-bool", "type-complex", "type-str"),
 }
 ARG_NAMES = ("x", "eps")
 PUBLIC_OUTPUTS = ("y",)

@@ -50,7 +50,7 @@ REJECTS = {
     "k": ("dtype-other", "rank-plus-one"),
     "v": ("dtype-other", "rank-plus-one"),
     "g": ("dtype-float64", "rank-plus-one"),
-    "scale": ("type",),
+    "scale": ("type", "type-bool", "type-complex", "type-str"),
 }
 ARG_NAMES = ("state", "q", "k", "v", "g", "scale")
 PUBLIC_OUTPUTS = ("output",)

@@ -8,7 +8,8 @@ output must be public.
 
 from __future__ import annotations
 
-from ..dims import bind_from
+from ...spec.shapes import ELLIPSIS
+from ..backward_fake import backward_tensors, dtype_source, reads
 from ..resolved import GRAD_PREFIX, ResolvedOp, Role
 from .report import Report
 from .tensors import allowed_dtypes
@@ -131,8 +132,7 @@ def _fake(r: ResolvedOp, report: Report, grads: set[str]) -> None:
     loc = op.backward.schema_loc
     required = {a.name for a in bwd.arguments if a.is_tensor and not a.optional}
     present = {a.name for a in bwd.arguments}
-    p = r.plan
-    derived = {d.name: d for d in op.dims}
+    tensors = backward_tensors(op)
     for name in sorted(grads):
         decl = op.input(name)
         arg = op.forward.schema.argument(name)
@@ -145,40 +145,54 @@ def _fake(r: ResolvedOp, report: Report, grads: set[str]) -> None:
             )
         if name in required:
             continue
-        needed = [n for e in decl.shape.entries if e != "..." for n in e.names]
-        seen: set[str] = set()
-        missing: list[str] = []
-        while needed:
-            dim = needed.pop(0)
-            if dim in seen:
-                continue
-            seen.add(dim)
-            if dim in derived:
-                needed.extend(derived[dim].expr.names)
-                missing += [t for t in derived[dim].expr.tensors if t not in present]
-            elif dim in p.bound and bind_from(op, p, dim, required) is None:
-                missing.append(p.bound[dim].tensor)
-        for tensor in dict.fromkeys(missing):
-            report.error(
-                loc,
-                f"backward schema: the fake of 'grad_{name}' needs the sizes of '{tensor}'; "
-                f"add '{tensor}' to the backward arguments",
-            )
-        if decl.shape.has_ellipsis and p.batch_source not in required:
-            report.error(
-                loc,
-                f"backward schema: the fake of 'grad_{name}' needs the leading dims of '{p.batch_source}'; add it to the backward arguments",
-            )
+        _fake_sizes(r, report, tensors, name)
+        if dtype_source(op, tensors, name) is not None:
+            continue  # a tensor the backward takes has the input's dtype
         if not decl.same_dtype_as and len(decl.dtypes) > 1:
             report.error(
                 loc,
-                f"backward schema: the fake of 'grad_{name}' cannot know its dtype ({'/'.join(d.torch_name for d in decl.dtypes)}) without a required '{name}' argument",
+                f"backward schema: the fake of 'grad_{name}' cannot know its dtype ({'/'.join(d.torch_name for d in decl.dtypes)}) without a required '{name}' argument or a tensor declared with its dtype",
             )
         elif decl.same_dtype_as and decl.same_dtype_as not in required:
             report.error(
                 loc,
                 f"backward schema: the fake of 'grad_{name}' takes the dtype of '{decl.same_dtype_as}'; add it to the backward arguments",
             )
+
+
+def _fake_sizes(r: ResolvedOp, report: Report, tensors, name: str) -> None:
+    """Each dim of input ``name``'s shape is read from some tensor the backward takes
+    (Note [backward fake sources] in resolve/backward_fake.py)."""
+    op, p = r.op, r.plan
+    loc = op.backward.schema_loc
+    decl = op.input(name)
+    needed = {n for e in decl.shape.entries if e != ELLIPSIS for n in e.names}
+    found = reads(op, p, tensors, needed, decl.shape.has_ellipsis)
+    derived = {d.name: d for d in op.dims}
+    scalars = {a.name for a in op.forward.schema.arguments if a.is_scalar}
+    for dim in found.missing:
+        if dim == ELLIPSIS:
+            report.error(
+                loc,
+                f"backward schema: the fake of 'grad_{name}' cannot size the leading dims '...' of "
+                f"{decl.shape}: no tensor the backward takes has them; add '{p.batch_source}' (or "
+                "another tensor whose shape has '...') to the backward arguments",
+            )
+            continue
+        if dim in scalars:
+            add = f"the argument '{dim}'"
+        elif dim in derived:
+            absent = [t for t in derived[dim].expr.tensors if t not in tensors.present]
+            add = " and ".join(f"'{t}'" for t in absent) or "the tensors it reads"
+            add = f"{add} (read by derived dim '{dim}') or another tensor with dim '{dim}'"
+        else:
+            source = p.bound[dim].tensor if dim in p.bound else name
+            add = f"'{source}' (or another tensor with dim '{dim}')"
+        report.error(
+            loc,
+            f"backward schema: the fake of 'grad_{name}' cannot size dim '{dim}' of {decl.shape}: "
+            f"no tensor the backward takes has it; add {add} to the backward arguments",
+        )
 
 
 def _absent_gradients(r: ResolvedOp, report: Report) -> None:
