@@ -245,7 +245,8 @@ def text_report(pairs, skipped, verbose: bool = False) -> str:
 
 
 def _md(text: str) -> str:
-    return text.replace("|", "\\|")
+    """A code span for a table cell: '<name>' stays visible, '|' does not end the cell."""
+    return "`" + text.replace("`", "'").replace("|", "\\|") + "`"
 
 
 def markdown_report(pairs, skipped) -> str:
