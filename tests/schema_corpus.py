@@ -5,7 +5,9 @@ schemas collapse to several hundred); without ``--all`` it runs the fixed CI sam
 becomes a small operator around a recording launcher:
 
 - the operator is renamed, the overload name dropped, arguments renamed ``a0, a1, ...`` and
-  returns ``r0, r1, ...`` (names are not what is measured; types, annotations and defaults are);
+  returns ``r0, r1, ...`` (names are not what is measured; types, annotations and defaults are).
+  ``transform(..., written=TEXT, keep_names=True)`` keeps the written argument pieces instead
+  and names only the unnamed returns (``tests/library_corpus.py`` runs library schemas so);
 - every ``Tensor``/``Tensor?`` argument is declared ``{shape: [..., D], dtypes: [float32],
   differentiable: false}`` (``list: true`` for ``Tensor[]``/``Tensor?[]``, ``mutated: true`` for
   ``(a!)``); every return gets an output of the first plain tensor input's shape;
@@ -34,6 +36,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -95,6 +98,9 @@ class Case:
     outcome: str = ""  # works | refused | FAIL
     reason: str = ""
     details: list[str] = field(default_factory=list)
+    dim: str = "D"  # the dim of every tensor's shape, named unlike any argument
+    placeholder: str = "x"  # the input a spec without Tensor arguments still declares
+    ret_names: list[str] = field(default_factory=list)
 
 
 def _split_top(text: str) -> list[str]:
@@ -152,11 +158,27 @@ def _close(text: str, start: int) -> int:
 _PIECE = re.compile(r"^(?P<type>.*?)\s+(?P<name>\w+)(?P<default>=.*)?$")
 
 
-def transform(schema, index: int) -> Case | None:
-    """The schema as a custom operator's schema text, arguments and returns renamed."""
+def _unique(base: str, taken: set[str]) -> str:
+    name, k = base, 0
+    while name in taken:
+        k += 1
+        name = f"{base}{'_' * k}"
+    taken.add(name)
+    return name
+
+
+def transform(
+    schema, index: int, *, written: str | None = None, keep_names: bool = False
+) -> Case | None:
+    """The schema as a custom operator's schema text, arguments and returns renamed.
+
+    ``written`` is the schema text as its author wrote it (``name(args) -> rets`` or just
+    ``(args) -> rets``), ``schema`` torch's parse of it; with ``keep_names`` the arguments are
+    kept as written (types, names, defaults, spacing) and only returns without a name get one.
+    """
     from codegen.spec.schema import type_text
 
-    full = str(schema)
+    full = str(schema) if written is None else written.strip()
     if "..." in full:
         return None  # a variadic schema is never a custom operator's
     open_ = full.index("(")
@@ -171,12 +193,16 @@ def transform(schema, index: int) -> Case | None:
         if piece == "*":
             pieces.append("*")
             continue
-        m = _PIECE.match(piece)
-        if m is None:
-            return None
         a = parsed_args[i]
-        name = f"a{i}"
-        pieces.append(f"{m['type']} {name}{m['default'] or ''}")
+        if keep_names:
+            name = a.name
+            pieces.append(piece)
+        else:
+            m = _PIECE.match(piece)
+            if m is None:
+                return None
+            name = f"a{i}"
+            pieces.append(f"{m['type']} {name}{m['default'] or ''}")
         written = type_text(a.real_type, getattr(a, "N", None))
         args.append(
             dict(
@@ -192,14 +218,29 @@ def transform(schema, index: int) -> Case | None:
         ret_pieces = _split_top(ret_text[1:-1])
     else:
         ret_pieces = [ret_text]
-    rets = []
+    rets, ret_names = [], []
+    taken = {a["name"] for a in args}
+    written_names = [r.name for r in schema.returns] if keep_names else []
     for j, piece in enumerate(ret_pieces):
+        if keep_names and written_names[j]:
+            ret_names.append(written_names[j])
+            rets.append(piece)
+            continue
         m = _PIECE.match(piece)
         type_ = m["type"] if m is not None and m["default"] is None else piece
-        rets.append(f"{type_} r{j}")
+        ret_name = _unique(f"r{j}", taken) if keep_names else f"r{j}"
+        ret_names.append(ret_name)
+        rets.append(f"{type_} {ret_name}")
     name = f"c{index}"
-    text = "(" + ", ".join(pieces) + ") -> (" + ", ".join(rets) + ")"
-    return Case(name, f"{schema.name}.{schema.overload_name}".rstrip("."), text, args, len(rets))
+    # Written arguments stay byte for byte what their author wrote (spacing included).
+    args_text = full[open_ : close + 1] if keep_names else "(" + ", ".join(pieces) + ")"
+    text = args_text + " -> (" + ", ".join(rets) + ")"
+    case = Case(name, f"{schema.name}.{schema.overload_name}".rstrip("."), text, args, len(rets))
+    case.ret_names = ret_names
+    taken |= set(ret_names)
+    case.dim = _unique("D", taken)
+    case.placeholder = _unique("x", taken)
+    return case
 
 
 def construct_key(schema) -> tuple:
@@ -255,6 +296,10 @@ def _first_plain(case: Case) -> str | None:
 
 
 def _yaml_str(s: str) -> str:
+    """A one-line YAML string whose characters sit at the columns of ``s`` (no escapes), when
+    the text allows: single quotes, else double quotes; both only when it has both kinds."""
+    if "'" in s and '"' not in s and "\\" not in s:
+        return '"' + s + '"'
     return "'" + s.replace("'", "''") + "'"
 
 
@@ -287,26 +332,27 @@ def spec_text(cases: list[Case]) -> tuple[str, dict[str, tuple[int, int]]]:
         tensors = [a for a in c.args if _is_tensor(a["type"]) or _is_list(a["type"])]
         lines.append("    inputs:")
         if not tensors:  # refused at the schema; the spec still needs the key
-            lines.append("      x: {shape: [D], dtypes: [float32]}")
+            lines.append(f"      {c.placeholder}: {{shape: [{c.dim}], dtypes: [float32]}}")
         if tensors:
             for a in tensors:
                 extra = (", list: true" if _is_list(a["type"]) else "") + (
                     ", mutated: true" if a["write"] else ""
                 )
                 # Without a required plain tensor nothing binds '...': optional ones get a size.
-                own = "[..., D]" if first or _is_list(a["type"]) else "[2, 3]"
+                own = f"[..., {c.dim}]" if first or _is_list(a["type"]) else "[2, 3]"
                 lines.append(
                     f"      {a['name']}: {{shape: {own}, dtypes: [float32], "
                     f"differentiable: false{extra}}}"
                 )
-        shape = "[..., D]" if first else "[3]"
+        shape = f"[..., {c.dim}]" if first else "[3]"
         if c.returns or not any(a["write"] for a in c.args):
             # An operator returning nothing ('-> ()') declares no outputs.
             lines.append("    outputs:")
-            for j in range(max(c.returns, 1)):
-                lines.append(f"      r{j}: {{shape: {shape}, dtype: float32}}")
+            ret_names = c.ret_names or [f"r{j}" for j in range(c.returns)]
+            for out in ret_names or ["r0"]:
+                lines.append(f"      {out}: {{shape: {shape}, dtype: float32}}")
         lines.append("    reference: corpus_launch:ref")
-        sample = {"batch": [2], "D": 3} if first or tensors else {}
+        sample = {"batch": [2], c.dim: 3} if first or tensors else {}
         for a in c.args:
             if not a["has_default"] and not _is_tensor(a["type"]) and not _is_list(a["type"]):
                 v = _sample_value(a["type"])
@@ -479,8 +525,14 @@ def _generate(cases: list[Case], work: Path) -> tuple[int, str, dict[str, tuple[
     return r.returncode, r.stdout + r.stderr, where
 
 
-def _normalize(message: str) -> str:
+def _normalize(message: str, names: tuple[str, ...] = ()) -> str:
+    """The message with what varies between schemas replaced: argument and return names
+    (``a0``/``r0``, or the case's own ``names``) where quoted, and positions."""
     message = re.sub(r"'[ar]\d+'", "'<name>'", message)
+    if names:
+        pattern = "|".join(re.escape(n) for n in sorted(names, key=len, reverse=True))
+        # A quoted name, or a quoted construct ending in one ('Tensor(a!) out').
+        message = re.sub(rf"'((?:[^']* )?)(?:{pattern})'", r"'\1<name>'", message)
     message = re.sub(r"(return|argument) \d+", r"\1 <i>", message)
     return message
 
@@ -502,7 +554,8 @@ def _refusal(case: Case, diags: list[tuple[int, int, str]], where) -> None:
     if problems:
         case.outcome, case.reason = "FAIL", "; ".join(problems)
     else:
-        case.outcome, case.reason = "refused", _normalize(diags[0][2])
+        names = tuple(a["name"] for a in case.args) + tuple(case.ret_names)
+        case.outcome, case.reason = "refused", _normalize(diags[0][2], names)
 
 
 def run_batch(cases: list[Case], work: Path) -> None:
@@ -554,12 +607,22 @@ def run_batch(cases: list[Case], work: Path) -> None:
         return
 
 
-def run(cases: list[Case], batch: int = 60) -> list[Case]:
+def run(cases: list[Case], batch: int = 60, jobs: int = 1) -> list[Case]:
+    """Run every case, ``batch`` operators a spec, ``jobs`` specs at a time."""
+
+    def one(start: int) -> None:
+        work = Path(tmp) / f"b{start}"
+        work.mkdir()
+        run_batch(cases[start : start + batch], work)
+
     with tempfile.TemporaryDirectory() as tmp:
-        for start in range(0, len(cases), batch):
-            work = Path(tmp) / f"b{start}"
-            work.mkdir()
-            run_batch(cases[start : start + batch], work)
+        starts = range(0, len(cases), batch)
+        if jobs <= 1:
+            for start in starts:
+                one(start)
+        else:
+            with ThreadPoolExecutor(jobs) as pool:
+                list(pool.map(one, starts))
     return cases
 
 
