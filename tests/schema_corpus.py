@@ -101,6 +101,7 @@ class Case:
     dim: str = "D"  # the dim of every tensor's shape, named unlike any argument
     placeholder: str = "x"  # the input a spec without Tensor arguments still declares
     ret_names: list[str] = field(default_factory=list)
+    ret_optional: list[bool] = field(default_factory=list)  # each return is 'Tensor?'
 
 
 def _split_top(text: str) -> list[str]:
@@ -237,6 +238,7 @@ def transform(
     text = args_text + " -> (" + ", ".join(rets) + ")"
     case = Case(name, f"{schema.name}.{schema.overload_name}".rstrip("."), text, args, len(rets))
     case.ret_names = ret_names
+    case.ret_optional = [_PIECE.match(r)["type"].strip().endswith("?") for r in rets]
     taken |= set(ret_names)
     case.dim = _unique("D", taken)
     case.placeholder = _unique("x", taken)
@@ -286,6 +288,16 @@ def _is_tensor(t: str) -> bool:
 
 def _is_list(t: str) -> bool:
     return t in ("Tensor[]", "Tensor?[]")
+
+
+def _when(case: Case) -> tuple[str, int, str] | None:
+    """What decides whether a 'Tensor?' return is given (its 'when'): the first bool argument,
+    else the first optional tensor; the recording launcher returns None by the same rule."""
+    for kind, types in (("bool", ("bool",)), ("tensor", ("Tensor?",))):
+        for i, a in enumerate(case.args):
+            if a["type"] in types:
+                return a["name"], i, kind
+    return None
 
 
 def _first_plain(case: Case) -> str | None:
@@ -349,8 +361,10 @@ def spec_text(cases: list[Case]) -> tuple[str, dict[str, tuple[int, int]]]:
             # An operator returning nothing ('-> ()') declares no outputs.
             lines.append("    outputs:")
             ret_names = c.ret_names or [f"r{j}" for j in range(c.returns)]
-            for out in ret_names or ["r0"]:
-                lines.append(f"      {out}: {{shape: {shape}, dtype: float32}}")
+            for j, out in enumerate(ret_names or ["r0"]):
+                when = _when(c) if j < len(c.ret_optional) and c.ret_optional[j] else None
+                extra = f", when: {when[0]}" if when else ""
+                lines.append(f"      {out}: {{shape: {shape}, dtype: float32{extra}}}")
         lines.append("    reference: corpus_launch:ref")
         sample = {"batch": [2], c.dim: 3} if first or tensors else {}
         for a in c.args:
@@ -376,9 +390,14 @@ def _make(name):
         CALLS.setdefault(name, []).append((args, kwargs))
         values = list(args) + list(kwargs.values())  # keyword-only arguments come by keyword
         like = next((a for a in values if isinstance(a, torch.Tensor)), None)
-        shape, n = SHAPES[name]
+        shape, n, whens = SHAPES[name]
         outs = []
-        for _ in range(n):
+        for j in range(n):
+            if j < len(whens) and whens[j] is not None:  # a 'Tensor?' return: given or None
+                at, kind = whens[j]
+                if (values[at] is None) if kind == "tensor" else not values[at]:
+                    outs.append(None)
+                    continue
             size = tuple(values[shape].shape) if shape is not None else (3,)
             outs.append(torch.zeros(size, device=like.device if like is not None else "cpu"))
         if n == 0:
@@ -511,7 +530,9 @@ def _generate(cases: list[Case], work: Path) -> tuple[int, str, dict[str, tuple[
     for c in cases:
         first = _first_plain(c)
         index = [a["name"] for a in c.args].index(first) if first else None
-        shapes[c.name] = (index, c.returns)
+        when = _when(c)
+        whens = [list(when[1:]) if opt and when else None for opt in c.ret_optional]
+        shapes[c.name] = (index, c.returns, whens)
     defs = "\n".join(f"launch_{c.name} = _make({c.name!r})" for c in cases)
     (work / "corpus_launch.py").write_text(LAUNCH % (repr(shapes), defs))
     env = dict(os.environ, PYTHONPATH=f"{work}:{ROOT}")

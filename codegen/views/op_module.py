@@ -769,7 +769,7 @@ class _Public(_Base):
                 )
             else:
                 variant = op.variant(a.name)
-                args.append(DocArg(a.name, f"``{a.type}``.", self._arg_note(a, variant)))
+                args.append(DocArg(a.name, f"``{a.type}``.", _arg_note(a, variant)))
             if pair and pair.after == a.name:
                 args.append(flag_doc)
         if pair and pair.after is None:
@@ -778,15 +778,6 @@ class _Public(_Base):
         updated = tuple(d.name for d in op.inputs if d.mutated)
         return Docstring(op.doc or op.name, tuple(args), r.names.result, tuple(returns), updated)
 
-    @staticmethod
-    def _arg_note(a: Argument, variant) -> str:
-        """Variant values and defaults, as Python reprs (spec text: printed escaped)."""
-        parts = []
-        if variant is not None:
-            parts.append("One of " + ", ".join(repr(v) for v in variant.values) + ".")
-        if a.has_default:
-            parts.append(f"Default: ``{a.default_value!r}``.")
-        return " ".join(parts)
 
     def _checks(self) -> tuple[list, list[Constant]]:
         op, r = self.op, self.r
@@ -1111,6 +1102,16 @@ class _Direct(_Base):
             ),
             grad_free=not any(_may_require_grad(op, d) for d in op.inputs),
         )
+
+
+def _arg_note(a: Argument, variant) -> str:
+    """Variant values and defaults, as Python reprs (spec text: printed escaped)."""
+    parts = []
+    if variant is not None:
+        parts.append("One of " + ", ".join(repr(v) for v in variant.values) + ".")
+    if a.has_default:
+        parts.append(f"Default: ``{a.default_value!r}``.")
+    return " ".join(parts)
 
 
 def _return_doc(r: ResolvedOp, fwd: Schema, o: OutputDecl) -> DocArg:

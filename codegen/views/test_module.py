@@ -516,18 +516,7 @@ class _Builder:
 
     def _resized(self) -> tuple[str, dict] | None:
         """The first sample with its first outer dim (one no contract needs contiguous) grown."""
-        op = self.op
-        inner = set()
-        for stage in (op.forward, op.backward):
-            for launcher in stage.launchers if stage else ():
-                for rule in launcher.layout:
-                    decl = op.input(rule.tensor)
-                    if decl is not None and decl.shape.min_rank:
-                        entries = [e for e in decl.shape.entries if e != ELLIPSIS]
-                        d = rule.contiguous_dim
-                        if -len(entries) <= d < len(entries):
-                            entry = entries[d]
-                            inner.update(entry.names)
+        inner = _contiguous_dims(self.op)
         first_id, first = next(iter(self.samples().items()))
         grown = dict(first)
         if first.get("batch"):
@@ -538,6 +527,21 @@ class _Builder:
                 grown[name] = value + 1
                 return first_id, grown
         return None
+
+
+def _contiguous_dims(op) -> set[str]:
+    """The dims that some backend's layout contract needs contiguous."""
+    inner = set()
+    for stage in (op.forward, op.backward):
+        for launcher in stage.launchers if stage else ():
+            for rule in launcher.layout:
+                decl = op.input(rule.tensor)
+                if decl is not None and decl.shape.min_rank:
+                    entries = [e for e in decl.shape.entries if e != ELLIPSIS]
+                    d = rule.contiguous_dim
+                    if -len(entries) <= d < len(entries):
+                        inner.update(entries[d].names)
+    return inner
 
 
 # Index inputs (docs/spec.md, "Index inputs"): how the tests draw them, the rows of their
