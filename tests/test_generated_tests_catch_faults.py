@@ -361,3 +361,134 @@ def test_stride_comparison_does_not_rely_on_torchs_opcheck(testing_helpers, faul
             match=r"::twice: output 0: expected .* \(the fake, from the spec\); received ",
         ):
             testing_helpers.opcheck(op, {"x": x})
+
+
+NORM_SPEC = """\
+version: 1
+namespace: normfaults
+ops:
+  rmsnorm:
+    doc: RMS-normalize x over its last dim, then scale by weight.
+    forward:
+      schema: "(Tensor x, Tensor weight, float eps=1e-6) -> (Tensor y, Tensor rstd)"
+      launchers: {cpu: "normkern:rmsnorm_fwd"}
+    backward:
+      schema: "(Tensor grad_y, Tensor x, Tensor weight, Tensor rstd) -> (Tensor grad_x, Tensor grad_weight)"
+      launchers: {cpu: "normkern:rmsnorm_bwd"}
+    inputs:
+      x: {shape: [..., D], dtypes: [float32]}
+      weight: {shape: [D], dtypes: [float32]}
+    outputs:
+      y: {shape: [..., D], dtype: x}
+      rstd: {shape: [...], dtype: float32, public: false}
+    reference: "normkern:rmsnorm_ref"
+    tests:
+      samples: [{batch: [3, 2], D: 8}]
+      tolerance: {float32: [1.0e-5, 1.0e-5]}
+"""
+
+# Each fault reads one tensor as if it were compact (row-major strides from its storage offset),
+# as a kernel indexing it with compact offsets would: weight (forward and backward), the
+# incoming gradient grad_y, or the saved rstd (backward).
+NORM_LAUNCHERS = """\
+import os
+
+import torch
+
+FAULT = os.environ.get("FAULT", "none")
+
+
+def _as_compact(t):
+    strides, acc = [], 1
+    for size in reversed(t.shape):
+        strides.append(acc)
+        acc *= max(size, 1)
+    return torch.as_strided(t, t.shape, tuple(reversed(strides)), t.storage_offset())
+
+
+def _read(t, name):
+    return _as_compact(t) if FAULT == name else t
+
+
+def rmsnorm_fwd(x, weight, eps=1e-6):
+    weight = _read(weight, "weight")
+    rstd = torch.rsqrt(x.pow(2).mean(-1) + eps)
+    y = x.new_empty(x.shape)
+    y.copy_(x * rstd[..., None] * weight)
+    return y, rstd.contiguous()
+
+
+def rmsnorm_bwd(grad_y, x, weight, rstd):
+    weight, grad_y, rstd = _read(weight, "weight"), _read(grad_y, "grad"), _read(rstd, "saved")
+    xhat = x * rstd[..., None]
+    dxhat = grad_y * weight
+    grad_x = x.new_empty(x.shape)
+    grad_x.copy_(rstd[..., None] * (dxhat - xhat * (dxhat * xhat).mean(-1, keepdim=True)))
+    grad_weight = weight.new_empty(weight.shape)
+    grad_weight.copy_((grad_y * xhat).sum(tuple(range(x.ndim - 1))))
+    return grad_x, grad_weight
+
+
+def rmsnorm_ref(x, weight, eps=1e-6):
+    return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * weight
+"""
+
+
+@pytest.fixture(scope="module")
+def norm_project(tmp_path_factory):
+    root = tmp_path_factory.mktemp("normproject")
+    (root / "ops.yaml").write_text(NORM_SPEC)
+    (root / "normkern.py").write_text(NORM_LAUNCHERS)
+    env = {**os.environ, "PYTHONPATH": str(root)}
+    result = subprocess.run(
+        [sys.executable, "-m", "codegen", "regenerate", "--spec", str(root / "ops.yaml"), "-q"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
+    assert result.returncode == 0, result.stderr
+    return root
+
+
+NORM_CASE = "fp32-batch3x2-D8"
+
+
+@pytest.mark.parametrize(
+    "fault, expected",
+    [
+        ("none", set()),
+        # A 1-D weight read as if compact: only its strided layout shows it (a 1-D tensor has
+        # no dense permuted layout).
+        (
+            "weight",
+            {
+                f"test_forward_matches_reference[{NORM_CASE}-strided-weight-default]",
+                f"test_gradients_match_reference[{NORM_CASE}-strided-weight-default]",
+            },
+        ),
+        # The incoming gradient read as if compact: the public backward gets it permuted, then
+        # strided.
+        (
+            "grad",
+            {
+                f"test_gradients_match_reference[{NORM_CASE}-permuted-grads-default]",
+                f"test_gradients_match_reference[{NORM_CASE}-strided-grads-default]",
+            },
+        ),
+        # The saved rstd read as if compact: only the backward operator called on it relaid
+        # shows it (the forward always allocates it compact).
+        (
+            "saved",
+            {
+                f"test_backward_saved_layouts_match_compact[{NORM_CASE}-permuted-rstd-default]",
+                f"test_backward_saved_layouts_match_compact[{NORM_CASE}-strided-rstd-default]",
+            },
+        ),
+    ],
+)
+def test_kernels_ignoring_a_stride_fail_their_layouts(norm_project, fault, expected):
+    code, failed = _run(norm_project, fault)
+    assert code == (1 if expected else 0)
+    # opcheck compares no values: only the numeric cases of the layout fail.
+    assert failed == expected

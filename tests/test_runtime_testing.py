@@ -6,6 +6,7 @@ import re
 
 import pytest
 import torch
+from torch import Tensor
 
 from codegen.runtime import testing as t
 
@@ -105,6 +106,79 @@ def test_with_layout_permutes_incoming_gradients_together_or_skips():
         t.with_layout(flat, t.GRADS, ("grad_y",))
 
 
+def _gaps(view: Tensor) -> Tensor:
+    """The elements between those of a ``strided`` view (each one just after an element but
+    the last along the strided dim)."""
+    d = max(i for i in range(view.ndim) if view.shape[i] > 1)
+    inner = view.narrow(d, 0, view.shape[d] - 1)
+    offset = view.storage_offset() + view.stride(d) // 2
+    return torch.as_strided(view, inner.shape, view.stride(), offset)
+
+
+@pytest.mark.parametrize("shape, dim", [((7,), 0), ((2, 3), 1), ((3, 4, 1), 1), ((1, 5), 1)])
+def test_strided_keeps_the_values_with_a_stride_of_two(shape, dim):
+    x = torch.randn(shape)
+    out = t.strided(x)
+    assert torch.equal(out, x) and out.data_ptr() != x.data_ptr()
+    assert out.stride(dim) == 2 * x.stride(dim) and not out.is_contiguous()
+    # Not dense: a copy that keeps dense strides comes back contiguous.
+    assert out.clone().is_contiguous()
+    assert torch.isnan(_gaps(out)).all()
+
+
+def test_strided_gaps_of_bool_and_integer_tensors_are_wrong_but_in_range():
+    mask = torch.tensor([True, False, False, True])
+    assert torch.equal(_gaps(t.strided(mask)), ~mask[:-1])
+    index = torch.tensor([0, 3, 1], dtype=torch.int32)
+    out = t.strided(index)
+    assert torch.equal(out, index) and torch.equal(_gaps(out), index[:-1])
+
+
+def test_can_stride_needs_a_dim_of_size_above_one():
+    assert t.can_stride(torch.zeros(3)) and t.can_stride(torch.zeros(1, 2))
+    assert not t.can_stride(torch.zeros(1, 1)) and not t.can_stride(torch.zeros(()))
+    assert not t.can_stride(None) and not t.can_stride(0.5)
+    assert t.can_stride([torch.zeros(1), torch.zeros(2), None]) and not t.can_stride([None])
+    with pytest.raises(AssertionError, match="no dim of size > 1"):
+        t.strided(torch.zeros(1, 1))
+
+
+def test_clone_layout_keeps_strides_and_gaps():
+    x = t.strided(torch.randn(3, 4))
+    copy = t.clone_layout(x)
+    assert copy.stride() == x.stride() and torch.equal(copy, x)
+    assert copy.untyped_storage().data_ptr() != x.untyped_storage().data_ptr()
+    assert torch.isnan(_gaps(copy)).all()
+    permuted = t.dense_permuted(torch.randn(3, 4))
+    assert t.clone_layout(permuted).stride() == permuted.stride()
+    assert t.clone_layout(torch.zeros(0, 3)).shape == (0, 3)
+    inputs = t.clone_inputs({"x": x, "xs": [x, None], "s": 2.0})
+    assert inputs["x"].stride() == x.stride() and inputs["xs"][0].stride() == x.stride()
+
+
+def test_with_layout_strides_the_named_argument_and_list_elements():
+    args = {"w": torch.randn(5), "xs": [torch.randn(2, 3), None], "one": torch.randn(1)}
+    out = t.with_layout(args, "strided-w")
+    assert out["xs"] is args["xs"] and torch.equal(out["w"], args["w"])
+    assert out["w"].stride() == (2,)
+    out = t.with_layout(args, "strided-xs")
+    assert out["xs"][0].stride() == (6, 2) and out["xs"][1] is None
+    with pytest.raises(pytest.skip.Exception, match="cannot take the layout strided-one"):
+        t.with_layout(args, "strided-one")
+    with pytest.raises(pytest.skip.Exception, match="cannot take the layout permuted-w"):
+        t.with_layout(args, "permuted-w")
+
+
+def test_with_layout_strides_incoming_gradients_together_or_skips():
+    args = {"x": torch.randn(2, 3), "grad_y": torch.randn(6), "grad_z": None}
+    out = t.with_layout(args, t.STRIDED_GRADS, ("grad_y", "grad_z"))
+    assert out["x"] is args["x"] and out["grad_z"] is None
+    assert out["grad_y"].stride() == (2,)
+    ones = {"grad_y": torch.randn(1, 1)}
+    with pytest.raises(pytest.skip.Exception, match="no incoming gradient"):
+        t.with_layout(ones, t.STRIDED_GRADS, ("grad_y",))
+
+
 # --- cases ---------------------------------------------------------------------------------
 
 
@@ -117,9 +191,16 @@ def test_cases_ids_and_permutation_choice():
         ("fp32-n3-d4-permuted-opt-default", "n3-d4", "fp32", "permuted-opt", "default"),
     ]
     assert got[:4] == fp32_n3
-    assert [g[0] for g in got[4:8]] == [i.replace("fp32", "bf16", 1) for i, *_ in fp32_n3]
-    # n = 1 leaves no input with two dims of size > 1: compact runs only.
-    assert [g[0] for g in got[8:]] == [
+    # The first dtype of the first sample also strides every input, the 1-D one included.
+    assert got[4:7] == [
+        ("fp32-n3-d4-strided-x-default", "n3-d4", "fp32", "strided-x", "default"),
+        ("fp32-n3-d4-strided-row-default", "n3-d4", "fp32", "strided-row", "default"),
+        ("fp32-n3-d4-strided-opt-default", "n3-d4", "fp32", "strided-opt", "default"),
+    ]
+    assert [g[0] for g in got[7:11]] == [i.replace("fp32", "bf16", 1) for i, *_ in fp32_n3]
+    # n = 1 leaves no input with two dims of size > 1, and every input was strided already:
+    # compact runs only.
+    assert [g[0] for g in got[11:]] == [
         "fp32-n1-d4-compact-default",
         "fp32-n1-d4-compact-no_opt",
         "bf16-n1-d4-compact-default",
@@ -128,22 +209,56 @@ def test_cases_ids_and_permutation_choice():
     assert len({g[0] for g in got}) == len(got)
 
 
+def test_cases_stride_an_input_on_the_first_sample_that_gives_it():
+    samples = {"plain": {}, "packed": {}}
+
+    def make(sample, dtype, config):
+        cu = torch.tensor([0, 2, 5]) if sample == "packed" else None
+        return {"x": torch.zeros(5), "cu": cu}
+
+    got = [p.id for p in t.cases(samples, ["fp32", "bf16"], {"default": {}}, make)]
+    assert [i for i in got if "strided" in i] == [
+        "fp32-plain-strided-x-default",
+        "fp32-packed-strided-cu-default",
+    ]
+
+
 def test_cases_names_and_extra_layouts():
     got = _params(
         t.cases({"n3-d4": SAMPLES["n3-d4"]}, ["fp32"], CONFIGS, _inputs, ("x",), [t.GRADS])
     )
-    assert [g[3] for g in got] == ["compact", "compact", "permuted-x", "permuted-grads"]
+    assert [g[3] for g in got] == [
+        "compact",
+        "compact",
+        "permuted-x",
+        "permuted-grads",
+        "strided-x",
+    ]
 
 
 def test_one_more_sample_or_dtype_is_one_more_block_of_cases():
-    base = len(t.cases(SAMPLES, DTYPES, CONFIGS, _inputs))
+    def unstrided(cases):
+        return [p for p in cases if not p.values[2].startswith(t.STRIDED)]
+
+    base = len(unstrided(t.cases(SAMPLES, DTYPES, CONFIGS, _inputs)))
+    strided = len(t.cases(SAMPLES, DTYPES, CONFIGS, _inputs)) - base
     more = dict(DTYPES, fp16=torch.float16)
-    assert len(t.cases(SAMPLES, more, CONFIGS, _inputs)) == base * 3 // 2
+    assert len(t.cases(SAMPLES, more, CONFIGS, _inputs)) == base * 3 // 2 + strided
     SAMPLES["n2-d2"] = {"n": 2, "d": 2}
     try:
-        assert len(t.cases(SAMPLES, DTYPES, CONFIGS, _inputs)) == base + 2 * 4
+        assert len(t.cases(SAMPLES, DTYPES, CONFIGS, _inputs)) == base + 2 * 4 + strided
     finally:
         del SAMPLES["n2-d2"]
+
+
+def test_first_cases_and_saved_layouts():
+    got = _params(t.first_cases(SAMPLES, DTYPES, CONFIGS, t.saved_layouts(("h", "rstd"))))
+    assert got == [
+        ("fp32-n3-d4-permuted-h-default", "n3-d4", "fp32", "permuted-h", "default"),
+        ("fp32-n3-d4-strided-h-default", "n3-d4", "fp32", "strided-h", "default"),
+        ("fp32-n3-d4-permuted-rstd-default", "n3-d4", "fp32", "permuted-rstd", "default"),
+        ("fp32-n3-d4-strided-rstd-default", "n3-d4", "fp32", "strided-rstd", "default"),
+    ]
 
 
 def test_compile_cases_every_config_on_the_first_sample_then_the_second():
@@ -288,3 +403,69 @@ def test_suite_inputs_apply_the_layout():
     suite = _suite(lambda q, k: q + k)
     inputs = suite.inputs("s", "fp32", "permuted-k", "default")
     assert inputs["q"].is_contiguous() and not inputs["k"].is_contiguous()
+    strided = suite.inputs("s", "fp32", "strided-q", "default")
+    assert strided["q"].stride() == (6, 2) and strided["k"].is_contiguous()
+    for layout in t.GRAD_LAYOUTS:  # the incoming gradients' layouts leave the inputs compact
+        laid = suite.inputs("s", "fp32", layout, "default")
+        assert all(v.is_contiguous() for v in laid.values())
+
+
+class _Recorded(torch.autograd.Function):
+    """Twice q, recording the strides of the gradient its backward receives."""
+
+    seen: list = []
+
+    @staticmethod
+    def forward(ctx, q):
+        return q * 2
+
+    @staticmethod
+    def backward(ctx, grad):
+        _Recorded.seen.append(grad.stride())
+        return (grad * 2).contiguous()
+
+
+@pytest.mark.parametrize(
+    "layout, strides",
+    [("compact", (3, 1)), (t.GRADS, (1, 2)), (t.STRIDED_GRADS, (6, 2))],
+)
+def test_gradient_layouts_reach_the_backward(layout, strides):
+    suite = _suite(lambda q, k: _Recorded.apply(q) + k.detach(), differentiable=("q",))
+    _Recorded.seen.clear()
+    suite.check_gradients("s", "fp32", layout, "default")
+    # The public function's backward gets the layout; the reference (the same function here)
+    # gets the compact gradient.
+    assert _Recorded.seen == [strides, (3, 1)]
+
+
+def test_gradient_layouts_skip_when_no_output_can_take_them():
+    suite = _suite(lambda q, k: (q * k).sum(), differentiable=("q",))
+    with pytest.raises(pytest.skip.Exception, match="no output that needs a gradient"):
+        suite.check_gradients("s", "fp32", t.STRIDED_GRADS, "default")
+
+
+@pytest.fixture
+def compact_reader():
+    """``twice(x, w) -> x * 2 + w``, whose kernel reads ``w`` with compact strides unless told."""
+    lib = torch.library.Library("layoutcheck", "DEF")
+    lib.define("twice(Tensor x, Tensor w, bool honour) -> Tensor")
+
+    def impl(x, w, honour):
+        if not honour:
+            w = torch.as_strided(w, w.shape, t.contiguous_strides(w.shape), w.storage_offset())
+        return x * 2 + w
+
+    lib.impl("twice", impl, "CPU")
+    yield torch.ops.layoutcheck.twice.default
+    lib._destroy()
+
+
+def test_check_layout_results_catches_a_kernel_reading_an_argument_as_compact(compact_reader):
+    for honour in (True, False):
+        args = {"x": torch.randn(3, 4), "w": torch.randn(4), "honour": honour}
+        laid = t.with_layout(args, "strided-w")
+        if honour:
+            t.check_layout_results(compact_reader, args, laid, 0.0, 0.0)
+        else:
+            with pytest.raises(AssertionError, match="layoutcheck::twice: output 0 with w relaid"):
+                t.check_layout_results(compact_reader, args, laid, 0.0, 0.0)

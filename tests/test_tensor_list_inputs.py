@@ -88,10 +88,22 @@ def test_tensor_list_inputs_end_to_end(tmp_path: Path):
     assert result.stdout.strip().endswith("ok")
     # The generated test module of the operator passes too (lists built, checked, opchecked).
     tests = run_generated(
-        tmp_path, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests", cwd=tmp_path / "out"
+        tmp_path,
+        "-m",
+        "pytest",
+        "-q",
+        "-rA",
+        "-p",
+        "no:cacheprovider",
+        "tests",
+        cwd=tmp_path / "out",
     )
     assert tests.returncode == 0, tests.stdout[-3000:] + tests.stderr[-3000:]
     assert " passed" in tests.stdout and "failed" not in tests.stdout
+    # Every element of a list input strided (a list has no dense permuted layout).
+    for name in ("xs", "ys"):
+        case = f"test_forward_matches_reference[fp32-batch2-D3-E4-strided-{name}-default]"
+        assert f"PASSED tests/test_mix.py::{case}" in tests.stdout
 
 
 def test_a_list_input_must_be_declared_as_a_list(tmp_path: Path, capsys):
@@ -141,8 +153,19 @@ def test_a_mutated_tensor_list_keeps_its_alias_and_passes_its_generated_tests(tm
     source = (tmp_path / "out" / "mutlist" / "add_all.py").read_text()
     assert '"(Tensor(a!)[] xs, Tensor y) -> Tensor z"' in source
     tests = run_generated(
-        tmp_path, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests", cwd=tmp_path / "out"
+        tmp_path,
+        "-m",
+        "pytest",
+        "-q",
+        "-rA",
+        "-p",
+        "no:cacheprovider",
+        "tests",
+        cwd=tmp_path / "out",
     )
     assert tests.returncode == 0, tests.stdout[-3000:] + tests.stderr[-3000:]
-    assert "test_rejects_unsafe_mutation" not in tests.stdout  # passed, not reported
+    assert "FAILED" not in tests.stdout and "ERROR" not in tests.stdout
+    # Each element of the mutated list strided: the launcher updates the caller's views.
+    case = "test_forward_matches_reference[fp32-D4-strided-xs-default]"
+    assert f"PASSED tests/test_add_all.py::{case}" in tests.stdout
     assert " passed" in tests.stdout and "failed" not in tests.stdout

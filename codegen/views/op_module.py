@@ -778,7 +778,6 @@ class _Public(_Base):
         updated = tuple(d.name for d in op.inputs if d.mutated)
         return Docstring(op.doc or op.name, tuple(args), r.names.result, tuple(returns), updated)
 
-
     def _checks(self) -> tuple[list, list[Constant]]:
         op, r = self.op, self.r
         constants: list[Constant] = []

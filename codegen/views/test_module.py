@@ -136,6 +136,7 @@ class BackwardView:
     entries: tuple[Entry, ...]
     inputs: tuple[str, ...]  # forward inputs the backward takes (permutable there)
     incoming: tuple[str, ...]  # incoming gradients
+    saved: tuple[str, ...] = ()  # forward outputs the backward takes (saved by the Function)
 
 
 @dataclass(frozen=True, slots=True)
@@ -362,6 +363,7 @@ class _Builder:
             entries=tuple(entries),
             inputs=tuple(d.name for d in self.op.inputs if d.name in taken),
             incoming=tuple(a.name for a in r.backward_args if a.role is Role.GRADIENT),
+            saved=tuple(a.name for a in r.backward_args if a.role is Role.SAVED),
         )
 
     def rejects(self) -> dict:

@@ -88,6 +88,60 @@ def dense_permuted(t: Tensor) -> Tensor:
     return out
 
 
+def _strided_dim(t: Tensor) -> int | None:
+    dims = [d for d in range(t.ndim) if t.shape[d] > 1]
+    return dims[-1] if dims else None
+
+
+def can_stride(t) -> bool:
+    """A tensor with a dim of size > 1, or a list holding one (each element is strided)."""
+    if isinstance(t, list):
+        return any(can_stride(v) for v in t)
+    return isinstance(t, Tensor) and _strided_dim(t) is not None
+
+
+def strided(t: Tensor) -> Tensor:
+    """The same values in a non-dense layout: every other element of a buffer twice as long in
+    the last dim of size > 1 (the only dim of a 1-D tensor), so that dim has a stride of 2.
+
+    The elements in between are poison, not values of ``t``: NaN for floating dtypes, the
+    negation for ``bool``, the neighbouring value for integers (in range for an index, wrong in
+    place). A kernel that reads the tensor as if it were compact reads them.
+    """
+    d = _strided_dim(t)
+    assert d is not None, f"shape {tuple(t.shape)} has no dim of size > 1 to stride"
+    shape = list(t.shape)
+    shape[d] *= 2
+    buffer = t.new_empty(shape)
+    keep = [slice(None)] * t.ndim
+    gaps = [slice(None)] * t.ndim
+    keep[d], gaps[d] = slice(0, None, 2), slice(1, None, 2)
+    out = buffer[tuple(keep)]
+    out.copy_(t)
+    if t.is_floating_point() or t.is_complex():
+        buffer[tuple(gaps)].fill_(float("nan"))
+    elif t.dtype == torch.bool:
+        buffer[tuple(gaps)].copy_(~t)
+    else:
+        buffer[tuple(gaps)].copy_(t)
+    assert out.stride(d) == 2 * contiguous_strides(t.shape)[d] and not out.is_contiguous()
+    return out
+
+
+def clone_layout(t: Tensor) -> Tensor:
+    """A copy of ``t`` with its strides and what lies between its elements.
+
+    ``Tensor.clone`` keeps the strides of a dense tensor only: a ``strided`` one comes back
+    contiguous. This copies the storage span ``t`` addresses and views it as ``t`` is viewed.
+    """
+    copy = t.clone()
+    if copy.stride() == t.stride() or t.numel() == 0:
+        return copy
+    span = 1 + sum((size - 1) * stride for size, stride in zip(t.shape, t.stride(), strict=True))
+    region = torch.as_strided(t, (span,), (1,), t.storage_offset()).clone()
+    return region.as_strided(t.shape, t.stride())
+
+
 def map_tensors(value, fn: Callable):
     """``fn`` applied to a tensor, or to each tensor of a list (a Tensor[] argument)."""
     if isinstance(value, Tensor):
@@ -120,7 +174,8 @@ def assert_close(actual: Tensor, expected: Tensor, atol: float, rtol: float, wha
 
 
 def clone_inputs(inputs: dict) -> dict:
-    return {k: map_tensors(v, Tensor.clone) for k, v in inputs.items()}
+    """Copies of the tensors of ``inputs`` in their layouts (``clone_layout``)."""
+    return {k: map_tensors(v, clone_layout) for k, v in inputs.items()}
 
 
 def contiguous_strides(shape) -> tuple[int, ...]:
@@ -213,8 +268,8 @@ def opcheck(op, named: dict) -> None:
     args, kwargs = bind(op, named)
     real = as_tuple(
         op(
-            *(map_tensors(a, Tensor.clone) for a in args),
-            **{k: map_tensors(v, Tensor.clone) for k, v in kwargs.items()},
+            *(map_tensors(a, clone_layout) for a in args),
+            **{k: map_tensors(v, clone_layout) for k, v in kwargs.items()},
         )
     )
     with FakeTensorMode(shape_env=ShapeEnv()) as mode:
@@ -313,7 +368,11 @@ def _scalar_broken(value, how: str):
 
 COMPACT = "compact"
 PERMUTED = "permuted-"
+STRIDED = "strided-"
 GRADS = "permuted-grads"  # every incoming gradient of a backward call permuted at once
+STRIDED_GRADS = "strided-grads"  # every incoming gradient strided at once
+# The layouts of the incoming gradients only: the inputs stay compact.
+GRAD_LAYOUTS = (GRADS, STRIDED_GRADS)
 
 
 def configs(variants: dict, optional: Iterable[str] = (), flag: str | None = None) -> dict:
@@ -350,24 +409,42 @@ def permutable(inputs: dict, names: Iterable[str] | None = None) -> list[str]:
     return [k for k, v in inputs.items() if can_permute(v) and (keep is None or k in keep)]
 
 
-def with_layout(args: dict, layout: str, grads: Iterable[str] = ()) -> dict:
-    """``args`` with the one argument that ``layout`` names in a dense permuted layout.
+def stridable(inputs: dict, names: Iterable[str] | None = None) -> list[str]:
+    """Arguments that ``strided`` can give a non-dense layout (lists: each element)."""
+    keep = None if names is None else set(names)
+    return [k for k, v in inputs.items() if can_stride(v) and (keep is None or k in keep)]
 
-    ``"compact"`` leaves them alone; ``"permuted-<name>"`` permutes that argument only;
-    ``"permuted-grads"`` permutes each of ``grads`` that can be permuted; where none can (the
-    outputs' sizes are only known after the forward), the test is skipped, not passed.
+
+def _relayout(layout: str):
+    """(what can take it, the function giving it) for a layout's prefix."""
+    if layout.startswith(STRIDED):
+        return can_stride, lambda v: map_tensors(v, strided)
+    assert layout.startswith(PERMUTED), layout
+    return can_permute, dense_permuted
+
+
+def with_layout(args: dict, layout: str, grads: Iterable[str] = ()) -> dict:
+    """``args`` with the argument that ``layout`` names in a dense permuted or strided layout.
+
+    ``"compact"`` leaves them alone; ``"permuted-<name>"`` (``dense_permuted``) and
+    ``"strided-<name>"`` (``strided``, each element of a list) relayout that argument only;
+    ``"permuted-grads"`` and ``"strided-grads"`` each of ``grads`` that can take the layout.
+    Where the arguments are only known after the forward (incoming gradients, saved outputs)
+    and none can take it, the test is skipped, not passed.
     """
     if layout == COMPACT:
         return args
-    if layout == GRADS:
-        names = permutable({k: args[k] for k in grads})
+    can, relayout = _relayout(layout)
+    if layout in GRAD_LAYOUTS:
+        names = [k for k in grads if can(args[k])]
         if not names:
-            pytest.skip(f"no incoming gradient of {list(grads)} has two dims of size > 1")
+            pytest.skip(f"no incoming gradient of {list(grads)} can take the layout {layout}")
     else:
-        assert layout.startswith(PERMUTED), layout
-        names = [layout[len(PERMUTED) :]]
+        names = [layout[len(PERMUTED if layout.startswith(PERMUTED) else STRIDED) :]]
         assert names[0] in args, f"{layout}: no argument {names[0]!r} in {list(args)}"
-    return {k: dense_permuted(v) if k in names else v for k, v in args.items()}
+        if not can(args[names[0]]):
+            pytest.skip(f"{names[0]} ({describe(args[names[0]])}) cannot take the layout {layout}")
+    return {k: relayout(v) if k in names else v for k, v in args.items()}
 
 
 def case_id(*parts: str) -> str:
@@ -387,21 +464,45 @@ def cases(
     Per sample and dtype: every configuration on compact inputs, then, on the default
     configuration, one dense permuted layout per input of ``names`` (default: every input) that
     ``make_inputs(sample, dtype, config)`` builds with two dims of size > 1, then
-    ``extra_layouts``. Ids read ``<dtype>-<sample>-<layout>-<config>``.
+    ``extra_layouts``. On the first dtype only, also one strided layout per input of ``names``
+    with a dim of size > 1 (1-D inputs and list elements included), on the first sample that
+    gives it a value: strides are a property of the kernel's indexing, which one sample shows.
+    Ids read ``<dtype>-<sample>-<layout>-<config>``.
     """
     dtypes = list(dtypes)
     default = next(iter(configs))
     out = []
+    strided_already: set[str] = set()
     for sample in samples:
         inputs = make_inputs(sample, dtypes[0], default)
         layouts = [PERMUTED + n for n in permutable(inputs, names)] + list(extra_layouts)
-        for dtype in dtypes:
+        to_stride = [n for n in stridable(inputs, names) if n not in strided_already]
+        strided_already.update(to_stride)
+        for j, dtype in enumerate(dtypes):
             runs = [(COMPACT, c) for c in configs] + [(lay, default) for lay in layouts]
+            if j == 0:
+                runs += [(STRIDED + n, default) for n in to_stride]
             out += [
                 pytest.param(sample, dtype, lay, c, id=case_id(dtype, sample, lay, c))
                 for lay, c in runs
             ]
     return out
+
+
+def first_cases(samples: dict, dtypes: Iterable[str], configs: dict, layouts: Iterable[str]):
+    """``pytest.param(sample, dtype, layout, config)`` of each of ``layouts`` on the first
+    sample and dtype and the default configuration (layouts of what only exists after the
+    forward: incoming gradients, saved outputs)."""
+    sample, dtype, config = next(iter(samples)), next(iter(dtypes)), next(iter(configs))
+    return [
+        pytest.param(sample, dtype, lay, config, id=case_id(dtype, sample, lay, config))
+        for lay in layouts
+    ]
+
+
+def saved_layouts(saved: Iterable[str]) -> list[str]:
+    """A dense permuted and a strided layout of each saved output a backward takes."""
+    return [prefix + name for name in saved for prefix in (PERMUTED, STRIDED)]
 
 
 def present_in(samples: dict, dtype: str, config: str, make_inputs: Callable, name: str) -> str:
@@ -447,6 +548,33 @@ def rejection_pattern(op: str, name: str) -> str:
     """A message about argument ``name`` of ``op``: ``"<op>: <name> must ..."`` (or, for a
     list, about one of its elements: ``"<op>: <name>[0] must ..."``)."""
     return rf"^{re.escape(op)}: {re.escape(name)}(\[\d+\])? "
+
+
+class _GradLayout(torch.autograd.Function):
+    """The identity, whose backward hands on the incoming gradient in a layout."""
+
+    @staticmethod
+    def forward(ctx, x: Tensor, layout: str) -> Tensor:
+        ctx.layout = layout
+        return x.view_as(x)
+
+    @staticmethod
+    def backward(ctx, grad: Tensor):
+        return _relayout(ctx.layout)[1](grad), None
+
+
+def check_layout_results(op, args: dict, laid: dict, atol: float, rtol: float) -> None:
+    """``op`` on ``laid`` (``args`` in another layout, the same values) returns what it
+    returns on ``args``: a kernel that reads an argument as if it were compact fails."""
+    name = op._schema.name
+    outputs = [r.name or f"output {i}" for i, r in enumerate(op._schema.returns)]
+    want = as_tuple(call_op(op, clone_inputs(args)))
+    got = as_tuple(call_op(op, clone_inputs(laid)))
+    relaid = [k for k in args if laid[k] is not args[k]]
+    for what, g, w in zip(outputs, got, want, strict=True):
+        assert (g is None) == (w is None), f"{name}: {what}"
+        if g is not None:
+            assert_close(g, w, atol, rtol, f"{name}: {what} with {', '.join(relaid)} relaid")
 
 
 class Suite:
@@ -495,7 +623,9 @@ class Suite:
         self.output_dtypes = dict(output_dtypes or {})
 
     def inputs(self, sample: str, dtype: str, layout: str, config: str) -> dict:
-        return with_layout(self.make_inputs(sample, dtype, config), layout)
+        """The inputs in ``layout``; compact for a layout of the incoming gradients."""
+        inputs = self.make_inputs(sample, dtype, config)
+        return inputs if layout in GRAD_LAYOUTS else with_layout(inputs, layout)
 
     def call(self, fn: Callable, inputs: dict, config: str) -> tuple:
         """Call the public function (or the reference) the way a user would."""
@@ -548,13 +678,27 @@ class Suite:
                 what = f"output {name}"
                 check_layout(self.op, what, got, want.shape, self.output_dtype(name, inputs))
 
-    def loss_and_grads(self, fn: Callable, inputs: dict, config: str, gen, weights=None):
-        """Outputs, the projection weights, and gradients of a random projection of the outputs."""
+    def loss_and_grads(
+        self, fn: Callable, inputs: dict, config: str, gen, weights=None, grad_layout=COMPACT
+    ):
+        """Outputs, the projection weights, and gradients of a random projection of the outputs.
+
+        ``grad_layout`` (one of ``GRAD_LAYOUTS``) gives the incoming gradient of each output that
+        can take it that layout on its way into ``fn``'s backward.
+        """
         names = [k for k in self.differentiable if inputs[k] is not None]
         assert names, f"no differentiable input of {self.differentiable} is given"
         leaves = {k: inputs[k].detach().requires_grad_() for k in names}
         out = self.call(fn, {**inputs, **leaves}, config)
         present = [o for o in out if o is not None]
+        if grad_layout != COMPACT:
+            can, _ = _relayout(grad_layout)
+            if not any(o.requires_grad and can(o) for o in present):
+                pytest.skip(f"no output that needs a gradient can take the layout {grad_layout}")
+            present = [
+                _GradLayout.apply(o, grad_layout) if o.requires_grad and can(o) else o
+                for o in present
+            ]
         if weights is None:
             weights = [randn(gen, o.shape, torch.float32) for o in present]
         loss = sum((o.float() * w).sum() for o, w in zip(present, weights, strict=True))
@@ -594,9 +738,12 @@ class Suite:
             self.fn(**inputs)
 
     def check_gradients(self, sample: str, dtype: str, layout: str, config: str) -> None:
+        """Gradients against the reference's, with the inputs in ``layout``, or with the
+        incoming gradients in it (a layout of ``GRAD_LAYOUTS``)."""
         inputs = self.inputs(sample, dtype, layout, config)
         gen = torch.Generator().manual_seed(self.seed + 2)
-        _, weights, grads = self.loss_and_grads(self.fn, inputs, config, gen)
+        grad_layout = layout if layout in GRAD_LAYOUTS else COMPACT
+        _, weights, grads = self.loss_and_grads(self.fn, inputs, config, gen, None, grad_layout)
         reference = float32_copies(inputs)
         _, _, expected = self.loss_and_grads(
             self._reference_public, reference, config, gen, weights

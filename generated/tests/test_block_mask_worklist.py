@@ -70,7 +70,8 @@ def make_inputs(_sample: str, _dtype: str, _config: str = "default"):
 
 
 # (sample, dtype, layout, config): every configuration on compact inputs, and one
-# "permuted-<input>" layout per input that can be given a dense permuted layout.
+# "permuted-<input>" layout per input that can be given a dense permuted layout; on the first
+# sample and dtype one "strided-<input>" layout per input (stride 2 in its last dim of size > 1).
 CASES = _t.cases(SAMPLES, DTYPES, CONFIGS, make_inputs)
 SUITE = _t.Suite(
     op="block_mask_worklist",

@@ -103,7 +103,8 @@ def backward_args(inputs: dict, config: str, gen: torch.Generator) -> dict:
 
 
 # (sample, dtype, layout, config): every configuration on compact inputs, and one
-# "permuted-<input>" layout per input that can be given a dense permuted layout.
+# "permuted-<input>" layout per input that can be given a dense permuted layout; on the first
+# sample and dtype one "strided-<input>" layout per input (stride 2 in its last dim of size > 1).
 CASES = _t.cases(SAMPLES, DTYPES, CONFIGS, make_inputs)
 SUITE = _t.Suite(
     op="gate",
@@ -132,13 +133,15 @@ def test_opcheck_forward(sample, dtype, layout, config):
     _t.opcheck(op, {k: inputs[k] for k in ARG_NAMES})
 
 
-# The backward's own layouts: each forward input it takes permuted alone, then its incoming
-# gradients permuted together.
+# The backward's own layouts: each forward input it takes permuted (and strided) alone, then its
+# incoming gradients permuted together; on the first sample and dtype also each saved output
+# permuted and strided alone, and the incoming gradients strided together.
 BACKWARD_INPUTS = ("g", "A_log", "dt_bias")
 INCOMING_GRADS = ("grad_out",)
+SAVED_OUTPUTS = ()
 BACKWARD_CASES = _t.cases(
     SAMPLES, DTYPES, CONFIGS, make_inputs, names=BACKWARD_INPUTS, extra_layouts=[_t.GRADS]
-)
+) + _t.first_cases(SAMPLES, DTYPES, CONFIGS, [*_t.saved_layouts(SAVED_OUTPUTS), _t.STRIDED_GRADS])
 
 
 @pytest.mark.parametrize("sample, dtype, layout, config", BACKWARD_CASES)
@@ -163,7 +166,11 @@ def test_rejects_invalid_arguments(sample, name, how):
     SUITE.check_rejects(sample, "default", name, how, "gate")
 
 
-@pytest.mark.parametrize("sample, dtype, layout, config", CASES)
+# The incoming gradients permuted, then strided, on the first sample and dtype.
+GRADIENT_CASES = CASES + _t.first_cases(SAMPLES, DTYPES, CONFIGS, _t.GRAD_LAYOUTS)
+
+
+@pytest.mark.parametrize("sample, dtype, layout, config", GRADIENT_CASES)
 def test_gradients_match_reference(sample, dtype, layout, config):
     SUITE.check_gradients(sample, dtype, layout, config)
 

@@ -89,7 +89,8 @@ def backward_args(inputs: dict, config: str, gen: torch.Generator) -> dict:
 
 
 # (sample, dtype, layout, config): every configuration on compact inputs, and one
-# "permuted-<input>" layout per input that can be given a dense permuted layout.
+# "permuted-<input>" layout per input that can be given a dense permuted layout; on the first
+# sample and dtype one "strided-<input>" layout per input (stride 2 in its last dim of size > 1).
 CASES = _t.cases(SAMPLES, DTYPES, CONFIGS, make_inputs)
 SUITE = _t.Suite(
     op="l2norm",
@@ -116,13 +117,15 @@ def test_opcheck_forward(sample, dtype, layout, config):
     _t.opcheck(op, {k: inputs[k] for k in ARG_NAMES})
 
 
-# The backward's own layouts: each forward input it takes permuted alone, then its incoming
-# gradients permuted together.
+# The backward's own layouts: each forward input it takes permuted (and strided) alone, then its
+# incoming gradients permuted together; on the first sample and dtype also each saved output
+# permuted and strided alone, and the incoming gradients strided together.
 BACKWARD_INPUTS = ("x",)
 INCOMING_GRADS = ("grad_y",)
+SAVED_OUTPUTS = ("rstd",)
 BACKWARD_CASES = _t.cases(
     SAMPLES, DTYPES, CONFIGS, make_inputs, names=BACKWARD_INPUTS, extra_layouts=[_t.GRADS]
-)
+) + _t.first_cases(SAMPLES, DTYPES, CONFIGS, [*_t.saved_layouts(SAVED_OUTPUTS), _t.STRIDED_GRADS])
 
 
 @pytest.mark.parametrize("sample, dtype, layout, config", BACKWARD_CASES)
@@ -131,6 +134,20 @@ def test_opcheck_backward(sample, dtype, layout, config):
     args = backward_args(inputs, config, torch.Generator().manual_seed(SEED + 1))
     args = _t.with_layout(args, layout, INCOMING_GRADS)
     _t.opcheck(_bwd, args)
+
+
+# The public function's gradient tests never hand the backward a saved output in another layout
+# (the forward allocates them): the backward on each saved output permuted or strided must
+# return what it returns on the compact one.
+@pytest.mark.parametrize(
+    "sample, dtype, layout, config",
+    _t.first_cases(SAMPLES, DTYPES, CONFIGS, _t.saved_layouts(SAVED_OUTPUTS)),
+)
+def test_backward_saved_layouts_match_compact(sample, dtype, layout, config):
+    inputs = make_inputs(sample, dtype, config)
+    args = backward_args(inputs, config, torch.Generator().manual_seed(SEED + 1))
+    laid = _t.with_layout(args, layout, INCOMING_GRADS)
+    _t.check_layout_results(_bwd, args, laid, *GRAD_TOLERANCE[dtype])
 
 
 @pytest.mark.parametrize("sample, dtype, layout, config", CASES)
@@ -145,7 +162,11 @@ def test_rejects_invalid_arguments(sample, name, how):
     SUITE.check_rejects(sample, "default", name, how, "l2norm")
 
 
-@pytest.mark.parametrize("sample, dtype, layout, config", CASES)
+# The incoming gradients permuted, then strided, on the first sample and dtype.
+GRADIENT_CASES = CASES + _t.first_cases(SAMPLES, DTYPES, CONFIGS, _t.GRAD_LAYOUTS)
+
+
+@pytest.mark.parametrize("sample, dtype, layout, config", GRADIENT_CASES)
 def test_gradients_match_reference(sample, dtype, layout, config):
     SUITE.check_gradients(sample, dtype, layout, config)
 
