@@ -149,3 +149,24 @@ def run_generated(root, *args: str, cwd=None):
         capture_output=True,
         text=True,
     )
+
+
+def regenerate_project(root, files: dict[str, str]):
+    """Write ``files`` (name -> text, ``ops.yaml`` among them) under ``root`` and run the real CLI
+    on it in a child process, with ``root`` importable; asserts it succeeded, returns ``root``."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    for name, text in files.items():
+        (root / name).write_text(text)
+    result = subprocess.run(
+        [sys.executable, "-m", "codegen", "regenerate", "--spec", str(root / "ops.yaml"), "-q"],
+        cwd=Path(__file__).resolve().parent.parent,
+        env={**os.environ, "PYTHONPATH": str(root)},
+        capture_output=True,
+        text=True,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    return root

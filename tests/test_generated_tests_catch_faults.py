@@ -18,6 +18,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.specs import regenerate_project
+
 ROOT = Path(__file__).resolve().parent.parent
 
 SPEC = """\
@@ -87,18 +89,7 @@ def double_ref(x):
 @pytest.fixture(scope="module")
 def project(tmp_path_factory):
     root = tmp_path_factory.mktemp("faultproject")
-    (root / "ops.yaml").write_text(SPEC)
-    (root / "faultkern.py").write_text(LAUNCHERS)
-    env = {**os.environ, "PYTHONPATH": str(root)}
-    result = subprocess.run(
-        [sys.executable, "-m", "codegen", "regenerate", "--spec", str(root / "ops.yaml"), "-q"],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-    )
-    assert result.returncode == 0, result.stderr
-    return root
+    return regenerate_project(root, {"ops.yaml": SPEC, "faultkern.py": LAUNCHERS})
 
 
 def _run(project: Path, fault: str) -> tuple[int, set[str]]:
@@ -230,18 +221,7 @@ def axpy(x, y):
 @pytest.fixture(scope="module")
 def mutation_project(tmp_path_factory):
     root = tmp_path_factory.mktemp("mutproject")
-    (root / "ops.yaml").write_text(MUTATION_SPEC)
-    (root / "mutkern.py").write_text(MUTATION_LAUNCHERS)
-    env = {**os.environ, "PYTHONPATH": str(root)}
-    result = subprocess.run(
-        [sys.executable, "-m", "codegen", "regenerate", "--spec", str(root / "ops.yaml"), "-q"],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-    )
-    assert result.returncode == 0, result.stderr
-    return root
+    return regenerate_project(root, {"ops.yaml": MUTATION_SPEC, "mutkern.py": MUTATION_LAUNCHERS})
 
 
 def _run_file(project: Path, name: str) -> tuple[int, set[str], str]:
@@ -437,18 +417,7 @@ def rmsnorm_ref(x, weight, eps=1e-6):
 @pytest.fixture(scope="module")
 def norm_project(tmp_path_factory):
     root = tmp_path_factory.mktemp("normproject")
-    (root / "ops.yaml").write_text(NORM_SPEC)
-    (root / "normkern.py").write_text(NORM_LAUNCHERS)
-    env = {**os.environ, "PYTHONPATH": str(root)}
-    result = subprocess.run(
-        [sys.executable, "-m", "codegen", "regenerate", "--spec", str(root / "ops.yaml"), "-q"],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-    )
-    assert result.returncode == 0, result.stderr
-    return root
+    return regenerate_project(root, {"ops.yaml": NORM_SPEC, "normkern.py": NORM_LAUNCHERS})
 
 
 NORM_CASE = "fp32-batch3x2-D8"

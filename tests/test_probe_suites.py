@@ -11,12 +11,13 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+
+from tests.specs import regenerate_project
 
 ROOT = Path(__file__).resolve().parent.parent
 PROBES = Path(__file__).resolve().parent / "probes"
@@ -25,18 +26,8 @@ PROBES = Path(__file__).resolve().parent / "probes"
 @pytest.fixture(scope="module")
 def probe_project(tmp_path_factory):
     root = tmp_path_factory.mktemp("probes")
-    for name in ("ops.yaml", "probekern.py"):
-        shutil.copy(PROBES / name, root / name)
-    env = {**os.environ, "PYTHONPATH": str(root)}
-    result = subprocess.run(
-        [sys.executable, "-m", "codegen", "regenerate", "--spec", str(root / "ops.yaml"), "-q"],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-    )
-    assert result.returncode == 0, result.stdout + result.stderr
-    return root
+    files = {name: (PROBES / name).read_text() for name in ("ops.yaml", "probekern.py")}
+    return regenerate_project(root, files)
 
 
 def run_suites(root: Path) -> subprocess.CompletedProcess:
