@@ -66,6 +66,10 @@ SAMPLE = {
     "tensorrt_llm::renorm_moe_routing_op": "works",  # SymInt, ScalarType? = None
     "torchao::qscaled_dot_product": "works",  # float? = None
     "flash_attn::get_scheduler_metadata": "works",  # the first argument is an int
+    "sgl_kernel::sgl_per_token_quant_fp8": "works",  # -> () writing nothing: side_effects
+    "fbgemm_gpu::rope_qkv_decoding": "works",  # a tensor named 'batch'
+    "vllm::dynamic_4bit_int_moe": "works",  # an argument named 'I'
+    "bitsandbytes::int8_vectorwise_quant": "works",  # a Tensor? return given when a float is set
     # refused today
     "vllm::silu_and_mul": "refused",  # -> () with a 'Tensor!' output argument
     "vllm::rotary_embedding": "refused",  # Tensor!? (an optional in-place input)
