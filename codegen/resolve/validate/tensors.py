@@ -226,7 +226,9 @@ def _optional_returns(r: ResolvedOp, report: Report) -> None:
                 f"output '{decl.name}' has 'when' but its return is not 'Tensor?'",
             )
         arg = op.forward.schema.argument(decl.when)
-        if arg is None or not (arg.type.rstrip("?") in WHEN_SCALARS or (arg.is_tensor and arg.optional)):
+        if arg is None or not (
+            arg.type.rstrip("?") in WHEN_SCALARS or (arg.is_tensor and arg.optional)
+        ):
             report.error(
                 decl.loc,
                 f"'when' of output '{decl.name}' must name a bool, int or float argument or a "
