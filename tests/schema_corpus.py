@@ -292,8 +292,13 @@ def _is_list(t: str) -> bool:
 
 def _when(case: Case) -> tuple[str, int, str] | None:
     """What decides whether a 'Tensor?' return is given (its 'when'): the first bool argument,
-    else the first optional tensor; the recording launcher returns None by the same rule."""
-    for kind, types in (("bool", ("bool",)), ("tensor", ("Tensor?",))):
+    else the first optional tensor, else the first number (given when nonzero); the recording
+    launcher returns None by the same rule."""
+    for kind, types in (
+        ("bool", ("bool",)),
+        ("tensor", ("Tensor?",)),
+        ("number", ("int", "SymInt", "float", "int?", "SymInt?", "float?")),
+    ):
         for i, a in enumerate(case.args):
             if a["type"] in types:
                 return a["name"], i, kind
@@ -337,7 +342,11 @@ def spec_text(cases: list[Case]) -> tuple[str, dict[str, tuple[int, int]]]:
     where = {}
     for c in cases:
         first = _first_plain(c)
-        lines += [f"  {c.name}:", f"    doc: {c.source}.", "    forward:"]
+        lines += [f"  {c.name}:", f"    doc: {c.source}."]
+        if not c.returns and not any(a["write"] for a in c.args):
+            # Returns nothing and writes no argument: what it does is outside its tensors.
+            lines.append("    side_effects: true")
+        lines.append("    forward:")
         where[c.name] = (len(lines) + 1, len(SCHEMA_INDENT) + 2)
         lines.append(SCHEMA_INDENT + _yaml_str(c.text))
         lines.append(f"      launchers: {{cpu: corpus_launch:launch_{c.name}}}")
@@ -357,7 +366,7 @@ def spec_text(cases: list[Case]) -> tuple[str, dict[str, tuple[int, int]]]:
                     f"differentiable: false{extra}}}"
                 )
         shape = f"[..., {c.dim}]" if first else "[3]"
-        if c.returns or not any(a["write"] for a in c.args):
+        if c.returns:
             # An operator returning nothing ('-> ()') declares no outputs.
             lines.append("    outputs:")
             ret_names = c.ret_names or [f"r{j}" for j in range(c.returns)]

@@ -60,7 +60,7 @@ CASES = [
         replace("    reference:", "    launcher: x\n    reference:"),
         [
             "ops.yaml:19:5: error: [l2norm] unknown key 'launcher' in an operator; expected one of: "
-            "doc, integration, eager_fast_path, forward, backward, inputs, outputs, dims, variants, constraints, "
+            "doc, integration, eager_fast_path, side_effects, forward, backward, inputs, outputs, dims, variants, constraints, "
             "reference, reference_returns, tests"
         ],
     ),

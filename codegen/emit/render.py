@@ -11,6 +11,7 @@ import jinja2
 from ..resolve.resolved import ResolvedOp
 from ..spec.errors import Diagnostic, Location, SpecError
 from ..spec.model import Spec
+from ..spec.names import AMBIGUOUS
 from ..spec.shapes import EvaluationError
 from ..views.op_module import op_view, package_view
 from ..views.test_module import tests_view
@@ -27,6 +28,15 @@ def header(spec_name: str) -> str:
     return (
         f"# {MARKER} by codegen from {spec_name} — do not edit; run: python -m codegen regenerate"
     )
+
+
+def _lint_directive(r: ResolvedOp) -> str:
+    """A file-level ruff directive for an operator whose schema names an argument ``l``, ``O``
+    or ``I`` (as kernel libraries name matrix sizes): the generated code keeps the schema's
+    names, which ruff's E741 would flag wherever they are bound."""
+    stages = (r.op.forward, r.op.backward, r.op.arity_pair)
+    names = {a.name for s in stages if s is not None for a in s.schema.arguments}
+    return "\n# ruff: noqa: E741" if names & AMBIGUOUS else ""
 
 
 # Output path (relative to the output dir) -> module of codegen.runtime copied there.
@@ -133,6 +143,7 @@ def _render_into(
                 rel = f"{root}/{view.module}.py"
                 test_rel = f"tests/{r.names.test_module}.py"
                 owner[rel] = owner[test_rel] = r.name
-                formatter.add(rel, op_template.render(header=head, op=view))
+                own = head + _lint_directive(r)
+                formatter.add(rel, op_template.render(header=own, op=view))
                 tv = tests_view(spec, r)
-                formatter.add(test_rel, test_template.render(header=head, t=tv))
+                formatter.add(test_rel, test_template.render(header=own, t=tv))

@@ -60,3 +60,12 @@ def stage_names(namespace: str, op: str, kind: str) -> StageNames:
     return StageNames(
         name=name, qualname=f"{namespace}::{name}", binding=f"_{name}", fake=f"_{name}_fake"
     )
+
+
+def batch_local(op) -> str:
+    """The local that holds the dims of ``...`` in generated code: ``batch``, or ``_batch`` in
+    an operator one of whose arguments is named ``batch`` (as kernel libraries name a tensor of
+    per-sequence batch indices)."""
+    stages = (op.forward, op.backward, op.arity_pair)
+    names = {a.name for s in stages if s is not None for a in s.schema.arguments}
+    return "_batch" if "batch" in names else "batch"

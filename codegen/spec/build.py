@@ -20,6 +20,7 @@ OP_KEYS = (
     "doc",
     "integration",
     "eager_fast_path",
+    "side_effects",
     "forward",
     "backward",
     "inputs",
@@ -107,12 +108,28 @@ def _op(reader: Reader, name: str, key_loc: Location, node: Node, namespace: str
         else:
             reader.error(n.loc, f"eager_fast_path must be true or false, got {kind(n)}")
             ok = False
+    side_effects, side_effects_loc = False, None
+    if (n := m.get("side_effects")) is not None:
+        if isinstance(n.value, bool):
+            side_effects, side_effects_loc = n.value, n.loc
+        else:
+            reader.error(n.loc, f"side_effects must be true or false, got {kind(n)}")
+            ok = False
     qual = f"{namespace}::{name}"
     forward = (
         build_stages.stage(reader, m.get("forward"), f"{qual}_fwd", "forward")
         if m.get("forward")
         else None
     )
+    if forward is not None and not side_effects and _no_effect(forward):
+        reader.error(
+            forward.returns_loc,
+            "forward schema: the schema returns nothing ('()') and updates no argument in "
+            "place, so a call would have no effect; mark what the kernel writes 'Tensor(a!)', "
+            "return the results, or, when the kernel acts outside its tensor arguments (a "
+            "communicator, a host buffer, a cache it registers), declare 'side_effects: true'",
+        )
+        ok = False
     arity_pair = None
     fwd_node = m.get("forward")
     if fwd_node is not None and fwd_node.is_map and fwd_node.value.get("arity_pair") is not None:
@@ -161,6 +178,8 @@ def _op(reader: Reader, name: str, key_loc: Location, node: Node, namespace: str
         integration=integration,
         eager_fast_path=fast,
         eager_fast_path_loc=fast_loc,
+        side_effects=side_effects,
+        side_effects_loc=side_effects_loc,
         forward=forward,
         backward=backward,
         inputs=inputs,
@@ -196,3 +215,9 @@ def _names(reader: Reader, node: Node, what: str) -> tuple[str, ...] | None:
             return None
         names.append(item.value)
     return tuple(names)
+
+
+def _no_effect(stage) -> bool:
+    """A forward that returns nothing and writes no argument: a call does nothing torch sees."""
+    schema = stage.schema
+    return not schema.returns and not any(a.is_write for a in schema.arguments)

@@ -25,7 +25,7 @@ from .model import (
     Variant,
 )
 from .reader import Reader, inside, is_size, kind
-from .schema import Schema, SchemaError, parse_schema
+from .schema import Schema, SchemaError, parse_schema, returns_offset
 from .shapes import ShapeError, parse_condition, parse_dim_expr
 
 STAGE_KEYS = ("schema", "launchers")
@@ -85,7 +85,9 @@ def stage(reader: Reader, node: Node, qualname: str, what: str) -> Stage | None:
         for a in schema.arguments
         if a.name_offset is not None
     )
-    return Stage(schema, schema_node.loc, tuple(launchers), node.loc, arg_locs)
+    at = returns_offset(text)
+    returns_loc = inside(schema_node, at) if at is not None else schema_node.loc
+    return Stage(schema, schema_node.loc, tuple(launchers), node.loc, arg_locs, returns_loc)
 
 
 BACKEND_KEYS = ("backend", "launcher", "layout", "int64", "signatures")

@@ -273,7 +273,8 @@ def outputs(reader: Reader, node: Node) -> tuple[OutputDecl, ...] | None:
                 when = w.value
             else:
                 reader.error(
-                    w.loc, f"'when' of output '{name}' must name a bool or Tensor? argument"
+                    w.loc,
+                    f"'when' of output '{name}' must name a bool, int or float argument or a Tensor? input",
                 )
                 ok = False
         if shape is None or (dtype is None and dtype_of is None):

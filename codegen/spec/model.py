@@ -120,6 +120,8 @@ class Stage:
     loc: Location
     # Where each argument's name is written inside the schema string (name, location).
     arg_locs: tuple[tuple[str, Location], ...] = ()
+    # Where the returns start inside the schema string.
+    returns_loc: Location | None = None
 
     def arg_loc(self, name: str) -> Location:
         return next((loc for n, loc in self.arg_locs if n == name), self.schema_loc)
@@ -280,6 +282,10 @@ class Op:
     # Eager calls reach the launchers without the dispatcher (docs/spec.md, "eager_fast_path").
     eager_fast_path: bool = False
     eager_fast_path_loc: Location | None = None
+    # The launcher acts outside its tensor arguments: torch.compile must keep every call
+    # (docs/spec.md, "side_effects").
+    side_effects: bool = False
+    side_effects_loc: Location | None = None
 
     @property
     def primary(self) -> TensorDecl:

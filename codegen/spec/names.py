@@ -17,6 +17,8 @@ RESERVED = frozenset(
     {"torch", "Tensor", "NamedTuple", "ctx", "self", "cls", "pytest", "batch", "set_offsets_check"}
     | {"set_index_check"}
 )
+# 'batch' names the '...' sizes in test samples and locals; an argument may take it (the
+# generated code then calls its local '_batch': resolve/symbols.py, batch_local).
 AMBIGUOUS = frozenset({"l", "O", "I"})
 BUILTINS = frozenset(n for n in dir(builtins) if not n.startswith("_"))
 
@@ -58,6 +60,7 @@ GENERATED_LOCALS = frozenset(
     {
         "_",
         "_b",
+        "_batch",
         "_bwd",
         "_c",
         "_compiled",
@@ -78,7 +81,7 @@ GENERATED_LOCALS = frozenset(
         "_t",
     }
 )
-ARGUMENT_RESERVED = RESERVED - {"self", "cls", "set_offsets_check", "set_index_check"}
+ARGUMENT_RESERVED = RESERVED - {"self", "cls", "set_offsets_check", "set_index_check", "batch"}
 
 
 def check_argument_name(
@@ -96,8 +99,7 @@ def check_argument_name(
         return f"{what} '{name}' must not start with '__' (Python mangles such names in classes)"
     if name in ARGUMENT_RESERVED:
         return f"{what} '{name}' is reserved by the generated code"
-    if name in AMBIGUOUS:
-        return f"{what} '{name}' is easily misread as a digit (ruff E741); choose another name"
+    # 'l', 'O' and 'I' are kept: the generated files then tell ruff to allow them (E741).
     if name in GENERATED_BUILTINS:
         return f"{what} '{name}' would shadow the builtin '{name}', which the generated code calls"
     if name.startswith("_"):

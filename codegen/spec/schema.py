@@ -177,6 +177,15 @@ def _offset_of(text: str, pattern: str) -> int | None:
     return m.start() if m else None
 
 
+def returns_offset(text: str) -> int | None:
+    """Where the returns start in the written schema text (after '->' and its spaces)."""
+    arrow = text.find("->")
+    if arrow < 0:
+        return None
+    rest = text[arrow + 2 :]
+    return arrow + 2 + len(rest) - len(rest.lstrip())
+
+
 def _split_top(text: str, start: int, end: int) -> list[tuple[int, str]]:
     """Pieces of ``text[start:end]`` between top-level commas: (offset of the piece, piece)."""
     pieces: list[tuple[int, str]] = []
@@ -373,15 +382,6 @@ def _signature(parsed, text: str, forward: bool) -> tuple[tuple[Argument, ...], 
             "allocate outputs on the device of a Tensor argument",
             0 if not spans[0] else first[0],
         )
-    if forward and not parsed.returns and not any(a.is_write for a in arguments):
-        arrow = text.find("->")
-        at = arrow + 2 + (len(text[arrow + 2 :]) - len(text[arrow + 2 :].lstrip()))
-        raise SchemaError(
-            "the schema returns nothing ('()') and updates no argument in place, so a call "
-            "would have no effect; return the results, or mark what the kernel writes "
-            "'Tensor(a!)'",
-            at if arrow >= 0 else None,
-        )
     returns = []
     names: set[str] = set()
     for i, (ret, (offset, spelled)) in enumerate(zip(parsed.returns, spans[1], strict=True)):
@@ -391,8 +391,9 @@ def _signature(parsed, text: str, forward: bool) -> tuple[tuple[Argument, ...], 
         if ret.alias_info is not None:
             raise SchemaError(
                 f"return {i} has the alias annotation '{spelled}'; returns are new tensors, "
-                "never views or in-place results of an input (mark the input 'Tensor(a!)' and "
-                "return something else)",
+                "never views or in-place results of an input: torch cannot functionalize a "
+                "custom operator whose return aliases an input (opcheck and torch.compile fail), "
+                "so mark the input 'Tensor(a!)' and return nothing or something else",
                 offset,
             )
         if ret.name and ret.name in names:
@@ -433,7 +434,8 @@ def _check_argument_type(arg, written: str, spelled: str, offset: int | None) ->
     if base != "Tensor":
         raise SchemaError(
             f"argument '{name}' of type '{spelled}' carries an alias annotation; only tensors "
-            "(Tensor(a!), Tensor(a!)[]) can be updated in place",
+            "(Tensor(a!), Tensor(a!)[]) can be updated in place (torch cannot functionalize "
+            "an annotated non-Tensor argument either: opcheck and torch.compile fail)",
             offset,
         )
     if not alias.is_write or set(alias.after_set) - set(alias.before_set):
@@ -450,7 +452,13 @@ def _return_problem(i: int, written: str, spelled: str) -> str:
     elif "[" in written:
         hint = "return a fixed number of tensors: -> (Tensor a, Tensor b)"
     else:
-        hint = "return the value as a Tensor"
+        # torch refuses these too: Dynamo stops at a custom operator that returns a non-Tensor
+        # ("torch.* op returned non-Tensor"), and a fake cannot know a value the kernel computes.
+        return (
+            f"return {i} has type '{spelled}'; torch.compile cannot trace a custom operator "
+            "that returns a non-Tensor value, so operators return Tensor values only (return "
+            "the value as a 0-dim Tensor)"
+        )
     return f"return {i} has type '{spelled}'; operators return Tensor values only ({hint})"
 
 

@@ -16,6 +16,7 @@ from ..resolve.backward_fake import backward_tensors, dtype_source
 from ..resolve.backward_fake import reads as backward_reads
 from ..resolve.dims import TensorPlan, bind_from, index_of
 from ..resolve.resolved import ResolvedOp, ResolvedStage
+from ..resolve.symbols import batch_local
 from ..spec.model import DType, Integration, OutputDecl, Shape
 from ..spec.schema import Argument, Schema
 from ..spec.shapes import ELLIPSIS, Condition
@@ -433,6 +434,8 @@ class OpView:
     layout_imports: tuple[str, ...]  # helpers of _layout (backend selection), sorted
     direct_stages: tuple[DirectStage, ...] = ()  # eager fast path only
     direct_function: FunctionView | None = None
+    # 'side_effects: true': the forward operators torch.compile must never drop, and the packets
+    side_effect_ops: tuple[str, ...] = ()
 
 
 def import_order(name: str) -> tuple[int, str]:
@@ -444,7 +447,7 @@ def _tuple_expr(parts: list[str]) -> str:
     return f"({parts[0]},)" if len(parts) == 1 else "(" + ", ".join(parts) + ")"
 
 
-def _shape_expr(shape: Shape, batch: str = "batch") -> str:
+def _shape_expr(shape: Shape, batch: str) -> str:
     return _tuple_expr([f"*{batch}" if e == ELLIPSIS else e.render({}) for e in shape.entries])
 
 
@@ -500,6 +503,7 @@ class _Base:
         self.op = r.op
         self.plan = r.plan
         self.fwd = r.op.forward.schema
+        self.batch = batch_local(r.op)
 
     # --- dims -------------------------------------------------------------------------------
 
@@ -520,7 +524,7 @@ class _Base:
         out = []
         if batch and self.plan.batch_source is not None:
             src = next(t for t in self.plan.tensors if t.binds_batch)
-            out.append(Statement("batch", _batch_slice(src)))
+            out.append(Statement(self.batch, _batch_slice(src)))
         for name, b in self.plan.bound.items():
             if name not in closure or b.derived:
                 continue
@@ -586,7 +590,7 @@ class _Stages(_Base):
             Alloc(
                 o.name,
                 base,
-                _shape_expr(o.shape),
+                _shape_expr(o.shape, self.batch),
                 self._dtype(o.dtype, o.dtype_of, base),
                 present_if=self._present_if(o),
             )
@@ -623,7 +627,7 @@ class _Stages(_Base):
             batch |= b
             dtype = self._gradient_dtype(target, tensors)
             empty = target.name if target.absent_gradient == "empty" else None
-            allocs.append(Alloc(g.name, base, _shape_expr(target.shape), dtype, empty))
+            allocs.append(Alloc(g.name, base, _shape_expr(target.shape, self.batch), dtype, empty))
         dims = self._backward_reads(tensors, needed, batch)
         return FakeView(tuple(dims), (), tuple(allocs), tuple(g.name for g in self.r.gradients))
 
@@ -631,7 +635,7 @@ class _Stages(_Base):
         """Note [backward fake sources] (resolve/backward_fake.py): each dim from any tensor the
         backward takes that has it, incoming gradients and saved outputs included."""
         found = backward_reads(self.op, self.plan, tensors, needed, batch)
-        out = [Statement("batch", found.batch)] if found.batch else []
+        out = [Statement(self.batch, found.batch)] if found.batch else []
         return out + [Statement(name, value) for name, value in found.dims]
 
     def _gradient_dtype(self, target, tensors) -> str:
@@ -830,9 +834,9 @@ class _Public(_Base):
             device = f"{n}.device != {first}.device"
         bindings = [Statement(b.dim, f"{n}.shape[{b.index}]") for b in t.bindings]
         if t.binds_batch:
-            bindings.insert(0, Statement("batch", _batch_slice(t)))
+            bindings.insert(0, Statement(self.batch, _batch_slice(t)))
         compare = bool(t.checks) or t.checks_batch
-        expected = _shape_expr(shape)
+        expected = _shape_expr(shape, self.batch)
         # isinstance first: a list or a number where a tensor belongs gets a TypeError naming
         # the argument instead of an AttributeError from the tests after it.
         kind = f"not isinstance({n}, Tensor)"
@@ -885,8 +889,8 @@ class _Public(_Base):
                 before, after = len(shape.before), len(shape.after)
                 own = f"{e}.shape[{before or ''}:{f'-{after}' if after else ''}]"
                 if self.plan.batch_source is not None:
-                    compares.append(f"{own} != batch")
-                    parts.append("*batch")
+                    compares.append(f"{own} != {self.batch}")
+                    parts.append(f"*{self.batch}")
                 else:
                     parts.append(f"*{own}")
             elif set(entry.names) <= known:
@@ -1025,7 +1029,18 @@ class _Public(_Base):
             layout_imports=_layout_imports(r),
             direct_stages=direct_stages,
             direct_function=direct.function() if direct and op.backward else None,
+            side_effect_ops=_side_effect_ops(r) if op.side_effects else (),
         )
+
+
+def _side_effect_ops(r: ResolvedOp) -> tuple[str, ...]:
+    """Each forward operator's overload binding and its packet (a caller of ``torch.ops``
+    reaches the packet), for ``torch.fx.node.has_side_effect``."""
+    out = []
+    for s in r.stages:
+        if s.kind != "bwd":
+            out += [s.names.binding, "torch.ops." + s.names.qualname.replace("::", ".")]
+    return tuple(out)
 
 
 class _Direct(_Base):
@@ -1121,7 +1136,13 @@ def _return_doc(r: ResolvedOp, fwd: Schema, o: OutputDecl) -> DocArg:
         when = f" (None unless ``{r.op.arity_pair.flag}``)"
     if o.when is not None:
         arg = fwd.argument(o.when)
-        given = "is given" if arg is not None and arg.is_tensor else "is true"
+        given = (
+            "is given"
+            if arg is not None and arg.is_tensor
+            else "is true"
+            if arg is None or arg.type.startswith("bool")
+            else "is nonzero"
+        )
         when = f" (None unless ``{o.when}`` {given})"
     return DocArg(o.name, f"``{o.shape}``, {dtype}{when}.")
 

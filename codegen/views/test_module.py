@@ -13,6 +13,7 @@ import re
 from dataclasses import dataclass
 
 from ..resolve.resolved import ResolvedOp, Role
+from ..resolve.symbols import batch_local
 from ..spec.model import DType, Integration, Sample, Spec
 from ..spec.shapes import ELLIPSIS, EvaluationError
 from .op_module import Statement
@@ -119,7 +120,7 @@ class Entry:
 
 @dataclass(frozen=True, slots=True)
 class InputsView:
-    batch: bool
+    batch: str | None  # the local holding the sample's '...' sizes, if any tensor has '...'
     dims: tuple[str, ...]
     literals: tuple[LiteralInput, ...]
     derived: tuple[Statement, ...]
@@ -213,6 +214,11 @@ class TestsView:
     module: str = ""  # the operator's module in the package
     forward_qualnames: tuple[str, ...] = ()  # the forward operator and its arity pair
     indexes: tuple[IndexRow, ...] = ()  # index inputs (out-of-range tests)
+    # 'side_effects: true': the forward's launcher references per device, which a test spies on
+    side_effect_launchers: dict | None = None
+    # Something to compare with the reference: a public output or a mutated input ('side_effects'
+    # operators may have neither; their test is that every call reaches the launcher).
+    compares: bool = True
 
 
 def sample_id(sample: Sample, dims: tuple[str, ...]) -> str:
@@ -277,7 +283,7 @@ class _Builder:
             if d.name in literal:
                 continue
             shape = _tuple_expr(
-                ["*batch" if e == ELLIPSIS else e.render({}) for e in d.shape.entries]
+                [f"*{batch_local(op)}" if e == ELLIPSIS else e.render({}) for e in d.shape.entries]
             )
             if d.same_dtype_as is not None:
                 dtype = f"{d.same_dtype_as}.dtype"
@@ -311,8 +317,10 @@ class _Builder:
             else:
                 entries.append(Entry(a.name, "required"))
         return InputsView(
-            batch=r.plan.batch_source is not None
-            or any(d.is_list and d.shape.has_ellipsis for d in op.inputs),
+            batch=batch_local(op)
+            if r.plan.batch_source is not None
+            or any(d.is_list and d.shape.has_ellipsis for d in op.inputs)
+            else None,
             dims=r.sample_dims,
             literals=literals,
             derived=self._derived_for_inputs(),
@@ -491,6 +499,8 @@ class _Builder:
                 tuple(s.names.binding for s in r.stages) if op.eager_fast_path else ()
             ),
             indexes=_index_rows(r),
+            side_effect_launchers=_side_effect_launchers(op) if op.side_effects else None,
+            compares=bool(r.public_outputs) or any(d.mutated for d in op.inputs),
         )
 
     def backends(self) -> BackendsView | None:
@@ -603,3 +613,11 @@ def _index_refuses(op, sample, dim: str) -> bool:
 
 def tests_view(spec: Spec, r: ResolvedOp) -> TestsView:
     return _Builder(spec, r).build()
+
+
+def _side_effect_launchers(op) -> dict:
+    """Device -> the forward's launcher references there (every backend of a list)."""
+    out: dict[str, tuple[str, ...]] = {}
+    for lch in op.forward.launchers:
+        out[lch.device] = out.get(lch.device, ()) + (f"{lch.module}:{lch.function}",)
+    return out

@@ -107,6 +107,13 @@ def integration(r: ResolvedOp, report: Report) -> None:
             "eager_fast_path needs the opaque or triton_op integration, not 'eager': an eager "
             "operator never goes through the dispatcher",
         )
+    if op.side_effects and op.integration is not Integration.OPAQUE:
+        report.error(
+            op.side_effects_loc,
+            f"side_effects needs the opaque integration, not '{op.integration.value}': "
+            "torch.compile traces this integration's launcher, so what it does outside its "
+            "tensors would run once while tracing instead of at every call",
+        )
     if op.integration.value == "opaque":
         return
     for stage in (op.forward, op.backward):

@@ -36,6 +36,13 @@ def forward(r: ResolvedOp, report: Report) -> None:
         problem = check_argument_name(arg.name, "argument name", op.name, runtime_helpers())
         if problem is not None:
             report.error(op.forward.arg_loc(arg.name), f"forward schema: {problem}")
+        elif arg.name == "batch" and arg.is_scalar and not arg.has_default:
+            # Test samples give 'batch' the sizes of '...' (docs/spec.md, "tests").
+            report.error(
+                op.forward.arg_loc(arg.name),
+                "forward schema: a scalar argument named 'batch' needs a default: test samples "
+                "use the key 'batch' for the sizes of '...', so they cannot give its value",
+            )
     names = {a.name for a in fwd.arguments}
     if {"self", "input"} <= names:
         # torch's schema checks name 'self' 'input' (torchgen's Python convention), so opcheck's

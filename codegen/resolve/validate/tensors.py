@@ -200,6 +200,10 @@ def _reference_returns(r: ResolvedOp, report: Report) -> None:
         )
 
 
+# The scalar arguments a 'when' may name: the return is given when the value is true (nonzero).
+WHEN_SCALARS = ("bool", "int", "SymInt", "float")
+
+
 def _optional_returns(r: ResolvedOp, report: Report) -> None:
     """A 'Tensor?' return names, with 'when', the argument that decides whether it is given (the
     fake must return None exactly when the launcher does)."""
@@ -212,7 +216,7 @@ def _optional_returns(r: ResolvedOp, report: Report) -> None:
             report.error(
                 decl.loc,
                 f"output '{decl.name}' is a 'Tensor?' return: say when it is given with "
-                "'when: <a bool argument, or a Tensor? input>'",
+                "'when: <a bool, int or float argument, or a Tensor? input>'",
             )
         if decl.when is None:
             continue
@@ -222,11 +226,13 @@ def _optional_returns(r: ResolvedOp, report: Report) -> None:
                 f"output '{decl.name}' has 'when' but its return is not 'Tensor?'",
             )
         arg = op.forward.schema.argument(decl.when)
-        if arg is None or not (arg.type in ("bool", "bool?") or (arg.is_tensor and arg.optional)):
+        if arg is None or not (
+            arg.type.rstrip("?") in WHEN_SCALARS or (arg.is_tensor and arg.optional)
+        ):
             report.error(
                 decl.loc,
-                f"'when' of output '{decl.name}' must name a bool argument or a Tensor? input of "
-                f"the forward schema, not '{decl.when}'",
+                f"'when' of output '{decl.name}' must name a bool, int or float argument or a "
+                f"Tensor? input of the forward schema, not '{decl.when}'",
             )
         if op.backward is not None:
             report.error(
