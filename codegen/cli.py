@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import gc
 import hashlib
+import importlib.util
 import os
 import sys
 import tempfile
@@ -23,7 +24,11 @@ try:
 except ImportError:  # not POSIX: runs into one folder are not serialized
     fcntl = None
 
-EXIT_OK, EXIT_DRIFT, EXIT_SPEC, EXIT_INTERNAL = 0, 1, 2, 3
+EXIT_OK, EXIT_DRIFT, EXIT_SPEC, EXIT_INTERNAL, EXIT_ENVIRONMENT = 0, 1, 2, 3, 4
+
+# Import name -> distribution of what the generator imports; with the codegen extra's packages
+# (pyproject.toml) and torch, whose schema parser reads the spec.
+DEPENDENCIES = {"torch": "torch", "yaml": "PyYAML", "jinja2": "Jinja2", "ruff": "ruff"}
 
 DESCRIPTION = f"""\
 Generate a PyTorch custom-operator layer (torch.library registration, fakes, autograd.Function,
@@ -36,6 +41,8 @@ exit status:
      and nothing is written
   3  the generator failed: a bug in the generator (one line on stderr names the operator it
      was rendering), or the output directory could not be written
+  4  the generator cannot run in this Python: a package it needs (torch, PyYAML, Jinja2,
+     ruff) is not installed; one line on stderr names what is missing
 
 Files are removed only when the output directory's manifest ({MANIFEST}) lists them
 and the spec no longer produces them. Runs that write into the same output directory at the
@@ -123,8 +130,42 @@ def output_lock(out: Path, check: bool) -> Iterator[None]:
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    missing = [dist for name, dist in DEPENDENCIES.items() if not _installed(name)]
+    if missing:
+        return _environment(missing)
     with _collector_paused():
-        return _regenerate(args)
+        try:
+            return _regenerate(args)
+        except ModuleNotFoundError as exc:
+            if not _foreign(exc):
+                raise
+            return _environment([exc.name or str(exc)])
+
+
+def _installed(name: str) -> bool:
+    try:
+        return importlib.util.find_spec(name) is not None
+    except (ImportError, ValueError):  # a broken package, or a module without a spec
+        return False
+
+
+def _foreign(exc: ModuleNotFoundError) -> bool:
+    """Whether a missing module is another distribution's, not a module of the generator."""
+    return bool(exc.name) and exc.name.partition(".")[0] != __package__
+
+
+def _environment(missing: list[str]) -> int:
+    """Note [missing dependencies]: a package the generator needs that this Python lacks is a
+    problem of the environment, not of the spec or the generator: it is named, with the Python
+    that lacks it, and the run exits 4 before reading anything."""
+    names = ", ".join(missing)
+    print(
+        f"error: the generator cannot run: {sys.executable} cannot import {names}; install "
+        "torch and the generator's dependencies into it (in this project: "
+        "pip install -e '.[codegen]')",
+        file=sys.stderr,
+    )
+    return EXIT_ENVIRONMENT
 
 
 def _regenerate(args: argparse.Namespace) -> int:
@@ -171,6 +212,10 @@ def _generate(args: argparse.Namespace, text: str, data: bytes, spec_path: Path,
         return _bug(exc, exc.op)
     except RecursionError as exc:
         return _bug(exc, None)
+    except ModuleNotFoundError as exc:
+        if _foreign(exc):
+            return _environment([exc.name])
+        return _bug(exc, getattr(exc, "op", None))
     except Exception as exc:  # noqa: BLE001 - any other exception is a bug, reported in one line
         return _bug(exc, getattr(exc, "op", None))
     try:
