@@ -78,6 +78,14 @@ def _parser() -> argparse.ArgumentParser:
         help="write nothing; exit 1 with a unified diff when the output is stale",
     )
     regen.add_argument("-q", "--quiet", action="store_true", help="print only errors and drift")
+    regen.add_argument(
+        "--stamp",
+        type=Path,
+        default=None,
+        metavar="FILE",
+        help="after a successful run, write FILE and FILE.d, a Makefile rule naming every file "
+        "the output depends on (for CMake's DEPFILE, Make, Ninja)",
+    )
     return parser
 
 
@@ -130,9 +138,9 @@ def output_lock(out: Path, check: bool) -> Iterator[None]:
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
-    missing = [dist for name, dist in DEPENDENCIES.items() if not _installed(name)]
-    if missing:
-        return _environment(missing)
+    status = check_environment()
+    if status != EXIT_OK:
+        return status
     with _collector_paused():
         try:
             return _regenerate(args)
@@ -140,6 +148,13 @@ def main(argv: list[str] | None = None) -> int:
             if not _foreign(exc):
                 raise
             return _environment([exc.name or str(exc)])
+
+
+def check_environment() -> int:
+    """``EXIT_OK`` where this Python has what the generator imports; else the message of Note
+    [missing dependencies], and ``EXIT_ENVIRONMENT`` (CMakeLists.txt asks at configure time)."""
+    missing = [dist for name, dist in DEPENDENCIES.items() if not _installed(name)]
+    return _environment(missing) if missing else EXIT_OK
 
 
 def _installed(name: str) -> bool:
@@ -195,7 +210,8 @@ def _generate(args: argparse.Namespace, text: str, data: bytes, spec_path: Path,
     inputs = digest.inputs(data, spec_path.name)
     listed = digest.up_to_date(out, inputs, spec_path.parent)
     if listed is not None:  # Note [no-op digest]: nothing would change
-        return _report(args, out, Report(unchanged=[*listed, MANIFEST]))
+        status = _report(args, out, Report(unchanged=[*listed, MANIFEST]))
+        return _stamped(args, status, spec_path, digest.recorded_modules(out))
     sources: dict[str, str] = {}
     cache = FormatCache(out)
     try:
@@ -227,7 +243,23 @@ def _generate(args: argparse.Namespace, text: str, data: bytes, spec_path: Path,
         where = exc.filename or out
         print(f"{where}: error: cannot write the output: {exc.strerror or exc}", file=sys.stderr)
         return EXIT_INTERNAL
-    return _report(args, out, report)
+    return _stamped(args, _report(args, out, report), spec_path, sources)
+
+
+def _stamped(args: argparse.Namespace, status: int, spec_path: Path, modules) -> int:
+    """``--stamp``: after a run that succeeded, the stamp and the rule naming what it read
+    (Note [depfile] in emit/depfile.py)."""
+    if args.stamp is None or status != EXIT_OK:
+        return status
+    from .emit.depfile import write_stamp
+
+    try:
+        write_stamp(args.stamp, spec_path, modules)
+    except OSError as exc:
+        where = exc.filename or args.stamp
+        print(f"{where}: error: cannot write the stamp: {exc.strerror or exc}", file=sys.stderr)
+        return EXIT_INTERNAL
+    return status
 
 
 def _report(args: argparse.Namespace, out: Path, report: Report) -> int:
