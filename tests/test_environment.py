@@ -96,3 +96,20 @@ def test_a_cpu_call_under_the_interpreter_without_numpy_says_to_install_it():
         "ModuleNotFoundError loading the launcher attnops_kernels.l2norm.triton:l2norm_fwd: "
         "TRITON_INTERPRET=1 runs Triton kernels through Triton's interpreter, which needs numpy"
     ), out
+
+
+def test_the_kernels_import_without_numpy_when_not_interpreted():
+    # Triton's interpreter (and numpy) is imported only under TRITON_INTERPRET=1: a GPU machine
+    # with torch and triton only imports every launcher module.
+    modules = sorted(
+        f"attnops_kernels.{p.parent.name}.triton" for p in (ROOT / "kernels").glob("*/triton.py")
+    )
+    assert "attnops_kernels.gate.triton" in modules
+    code = (
+        "import importlib, sys; sys.modules['numpy'] = None\n"
+        f"for m in {modules!r}: importlib.import_module(m)\n"
+        "print('imported', 'triton.runtime.interpreter' in sys.modules)"
+    )
+    result = _python(code, _env())
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "imported False"
