@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import gc
 import hashlib
+import importlib.util
 import os
 import sys
 import tempfile
@@ -23,7 +24,11 @@ try:
 except ImportError:  # not POSIX: runs into one folder are not serialized
     fcntl = None
 
-EXIT_OK, EXIT_DRIFT, EXIT_SPEC, EXIT_INTERNAL = 0, 1, 2, 3
+EXIT_OK, EXIT_DRIFT, EXIT_SPEC, EXIT_INTERNAL, EXIT_ENVIRONMENT = 0, 1, 2, 3, 4
+
+# Import name -> distribution of what the generator imports; with the codegen extra's packages
+# (pyproject.toml) and torch, whose schema parser reads the spec.
+DEPENDENCIES = {"torch": "torch", "yaml": "PyYAML", "jinja2": "Jinja2", "ruff": "ruff"}
 
 DESCRIPTION = f"""\
 Generate a PyTorch custom-operator layer (torch.library registration, fakes, autograd.Function,
@@ -36,6 +41,8 @@ exit status:
      and nothing is written
   3  the generator failed: a bug in the generator (one line on stderr names the operator it
      was rendering), or the output directory could not be written
+  4  the generator cannot run in this Python: a package it needs (torch, PyYAML, Jinja2,
+     ruff) is not installed; one line on stderr names what is missing
 
 Files are removed only when the output directory's manifest ({MANIFEST}) lists them
 and the spec no longer produces them. Runs that write into the same output directory at the
@@ -71,6 +78,14 @@ def _parser() -> argparse.ArgumentParser:
         help="write nothing; exit 1 with a unified diff when the output is stale",
     )
     regen.add_argument("-q", "--quiet", action="store_true", help="print only errors and drift")
+    regen.add_argument(
+        "--stamp",
+        type=Path,
+        default=None,
+        metavar="FILE",
+        help="after a successful run, write FILE and FILE.d, a Makefile rule naming every file "
+        "the output depends on (for CMake's DEPFILE, Make, Ninja)",
+    )
     return parser
 
 
@@ -123,8 +138,49 @@ def output_lock(out: Path, check: bool) -> Iterator[None]:
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    status = check_environment()
+    if status != EXIT_OK:
+        return status
     with _collector_paused():
-        return _regenerate(args)
+        try:
+            return _regenerate(args)
+        except ModuleNotFoundError as exc:
+            if not _foreign(exc):
+                raise
+            return _environment([exc.name or str(exc)])
+
+
+def check_environment() -> int:
+    """``EXIT_OK`` where this Python has what the generator imports; else the message of Note
+    [missing dependencies], and ``EXIT_ENVIRONMENT`` (CMakeLists.txt asks at configure time)."""
+    missing = [dist for name, dist in DEPENDENCIES.items() if not _installed(name)]
+    return _environment(missing) if missing else EXIT_OK
+
+
+def _installed(name: str) -> bool:
+    try:
+        return importlib.util.find_spec(name) is not None
+    except (ImportError, ValueError):  # a broken package, or a module without a spec
+        return False
+
+
+def _foreign(exc: ModuleNotFoundError) -> bool:
+    """Whether a missing module is another distribution's, not a module of the generator."""
+    return bool(exc.name) and exc.name.partition(".")[0] != __package__
+
+
+def _environment(missing: list[str]) -> int:
+    """Note [missing dependencies]: a package the generator needs that this Python lacks is a
+    problem of the environment, not of the spec or the generator: it is named, with the Python
+    that lacks it, and the run exits 4 before reading anything."""
+    names = ", ".join(missing)
+    print(
+        f"error: the generator cannot run: {sys.executable} cannot import {names}; install "
+        "torch and the generator's dependencies into it (in this project: "
+        "pip install -e '.[codegen]')",
+        file=sys.stderr,
+    )
+    return EXIT_ENVIRONMENT
 
 
 def _regenerate(args: argparse.Namespace) -> int:
@@ -154,7 +210,8 @@ def _generate(args: argparse.Namespace, text: str, data: bytes, spec_path: Path,
     inputs = digest.inputs(data, spec_path.name)
     listed = digest.up_to_date(out, inputs, spec_path.parent)
     if listed is not None:  # Note [no-op digest]: nothing would change
-        return _report(args, out, Report(unchanged=[*listed, MANIFEST]))
+        status = _report(args, out, Report(unchanged=[*listed, MANIFEST]))
+        return _stamped(args, status, spec_path, digest.recorded_modules(out))
     sources: dict[str, str] = {}
     cache = FormatCache(out)
     try:
@@ -171,6 +228,10 @@ def _generate(args: argparse.Namespace, text: str, data: bytes, spec_path: Path,
         return _bug(exc, exc.op)
     except RecursionError as exc:
         return _bug(exc, None)
+    except ModuleNotFoundError as exc:
+        if _foreign(exc):
+            return _environment([exc.name])
+        return _bug(exc, getattr(exc, "op", None))
     except Exception as exc:  # noqa: BLE001 - any other exception is a bug, reported in one line
         return _bug(exc, getattr(exc, "op", None))
     try:
@@ -182,7 +243,23 @@ def _generate(args: argparse.Namespace, text: str, data: bytes, spec_path: Path,
         where = exc.filename or out
         print(f"{where}: error: cannot write the output: {exc.strerror or exc}", file=sys.stderr)
         return EXIT_INTERNAL
-    return _report(args, out, report)
+    return _stamped(args, _report(args, out, report), spec_path, sources)
+
+
+def _stamped(args: argparse.Namespace, status: int, spec_path: Path, modules) -> int:
+    """``--stamp``: after a run that succeeded, the stamp and the rule naming what it read
+    (Note [depfile] in emit/depfile.py)."""
+    if args.stamp is None or status != EXIT_OK:
+        return status
+    from .emit.depfile import write_stamp
+
+    try:
+        write_stamp(args.stamp, spec_path, modules)
+    except OSError as exc:
+        where = exc.filename or args.stamp
+        print(f"{where}: error: cannot write the stamp: {exc.strerror or exc}", file=sys.stderr)
+        return EXIT_INTERNAL
+    return status
 
 
 def _report(args: argparse.Namespace, out: Path, report: Report) -> int:

@@ -1,9 +1,11 @@
 """Launch helpers shared by the Triton kernels."""
 
+import os
+import sys
+
 import torch
 import triton
 from torch.utils._python_dispatch import is_in_torch_dispatch_mode
-from triton.runtime.interpreter import InterpretedFunction
 
 _Tensor = torch.Tensor
 _is_compiling = torch.compiler.is_compiling
@@ -37,9 +39,19 @@ def launchable(kernel, like: torch.Tensor):
     only works on functions annotated with triton.jit"); it cannot be traced either way, so it is
     always returned as it is.
     """
-    if _traced(like) and not isinstance(kernel, InterpretedFunction):
+    if _traced(like) and not interpreted(kernel):
         return torch.library.wrap_triton(kernel)
     return kernel
+
+
+def interpreted(kernel) -> bool:
+    """Whether ``kernel`` is Triton's ``InterpretedFunction`` (TRITON_INTERPRET=1).
+
+    Triton imports its interpreter, and with it numpy, only under TRITON_INTERPRET=1; where it is
+    not imported no kernel is one, and the kernels never import it (or numpy) themselves.
+    """
+    interpreter = sys.modules.get("triton.runtime.interpreter")
+    return interpreter is not None and isinstance(kernel, interpreter.InterpretedFunction)
 
 
 def _traced(like: torch.Tensor) -> bool:
@@ -180,9 +192,7 @@ class CachedLaunches:
     def __init__(self, kernel):
         self.kernel = kernel
         self._compiled: dict = {}
-        self._usable = not isinstance(kernel, InterpretedFunction) and hasattr(
-            kernel, "pre_run_hooks"
-        )
+        self._usable = not interpreted(kernel) and hasattr(kernel, "pre_run_hooks")
 
     def __call__(self, grid: tuple, like: torch.Tensor, key, *args, **options) -> None:
         """``kernel[grid](*args, **options)``, every kernel argument positional (constexprs
@@ -231,3 +241,53 @@ class CachedLaunches:
             None,
             *args,
         )
+
+
+# Note [no driver]: Triton launches a kernel through the one driver that is active (a GPU's), or
+# through its interpreter where TRITON_INTERPRET=1 was set before the kernels were defined. With
+# neither (a machine without a GPU, the interpreter off), every launch fails deep in Triton with
+# "0 active drivers ([]). There should only be one.": that is told here, when the first
+# launcher module imports this one, naming what to set (a missing numpy under the interpreter is
+# told where the generated package loads a launcher, Note [launcher imports]). A process
+# without a driver gets a ``launchable`` that refuses every launch that is not traced (a fake or meta tensor's
+# still goes through ``wrap_triton``, launching nothing); one with a driver keeps the one above,
+# at no cost per launch.
+
+
+def _interpreting() -> bool:
+    runtime = getattr(getattr(triton, "knobs", None), "runtime", None)
+    if runtime is not None:
+        return bool(runtime.interpret)
+    return os.environ.get("TRITON_INTERPRET", "0").lower() in ("1", "true", "yes", "on")
+
+
+def _active_drivers() -> int | None:
+    """How many of Triton's backends have an active driver; None where that cannot be told
+    (another Triton layout, or TRITON_DEFAULT_BACKEND picks one: Triton then speaks itself)."""
+    if os.environ.get("TRITON_DEFAULT_BACKEND"):
+        return None
+    try:
+        from triton.backends import backends
+
+        return sum(1 for backend in backends.values() if backend.driver.is_active())
+    except Exception:  # noqa: BLE001 - a Triton without these internals: leave it to Triton
+        return None
+
+
+NO_DRIVER = (
+    "Triton has no active driver here (no GPU it can use) and its interpreter is off, so its "
+    "kernels cannot run on {device} tensors: set TRITON_INTERPRET=1 in the environment before "
+    "triton is first imported (e.g. TRITON_INTERPRET=1 python script.py) to run them on the CPU "
+    "through Triton's interpreter"
+)
+
+
+def _refuse_launch(kernel, like: torch.Tensor):
+    """``launchable`` where no Triton launch can succeed (Note [no driver])."""
+    if _traced(like):
+        return torch.library.wrap_triton(kernel)
+    raise RuntimeError(NO_DRIVER.format(device=like.device.type))
+
+
+if not _interpreting() and _active_drivers() == 0:
+    launchable = _refuse_launch

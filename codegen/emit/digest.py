@@ -113,6 +113,14 @@ def record(out: Path, inputs: list[str], sources: dict[str, str], files: dict[st
         _atomic_write(out / RECORD, text, mode)
 
 
+def recorded_modules(out: Path) -> list[str]:
+    """The launcher and reference modules the recorded regenerate into ``out`` read."""
+    lines = (_read(out / RECORD) or "").split("\n")
+    if len(lines) != 4 or not lines[2].startswith(_MODULES):
+        return []
+    return lines[2][len(_MODULES) :].split()
+
+
 def up_to_date(out: Path, inputs: list[str], spec_dir: Path) -> list[str] | None:
     """The files the manifest lists, when the recorded digest says a regenerate changes nothing."""
     try:

@@ -135,6 +135,8 @@ def _render_into(
         )
         for rel, module in STATIC.items():
             formatter.add(rel.format(package=root), f"{head}\n{static_source(module)}")
+        # PEP 561: type checkers read the package's annotations (empty: the package is complete).
+        formatter.add(f"{root}/py.typed", "")
         op_template = env.get_template("op.py.jinja")
         test_template = env.get_template("test_op.py.jinja")
         for r in ops:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import importlib
+import os
 import sys
 from collections.abc import Callable
 
@@ -14,7 +15,23 @@ import torch
 def launcher(ref: str) -> Callable:
     """Import ``module:function`` on first use; later calls are a cache lookup."""
     module, _, name = ref.partition(":")
-    return getattr(importlib.import_module(module), name)
+    try:
+        return getattr(importlib.import_module(module), name)
+    except ModuleNotFoundError as exc:
+        if exc.name == "numpy" and os.environ.get("TRITON_INTERPRET", "0") not in ("", "0"):
+            raise ModuleNotFoundError(_NO_NUMPY.format(ref=ref), name="numpy") from exc
+        raise
+
+
+# Note [launcher imports]: under TRITON_INTERPRET=1, importing triton imports its interpreter,
+# which imports numpy; triton does not declare it, so an environment with the operators and
+# their dependencies only fails there on "No module named 'numpy'". The first launcher that
+# needs it says what that is about.
+_NO_NUMPY = (
+    "loading the launcher {ref}: TRITON_INTERPRET=1 runs Triton kernels through Triton's "
+    "interpreter, which needs numpy (triton does not install it); install numpy, or unset "
+    "TRITON_INTERPRET on a machine with a GPU"
+)
 
 
 def register_triton_op(qualname: str, fn: Callable, mutates_args: tuple[str, ...]) -> None:

@@ -4,9 +4,8 @@ import torch
 import triton
 import triton.language as tl
 from triton.language.extra import libdevice
-from triton.runtime.interpreter import InterpretedFunction
 
-from .._triton import cdiv, launchable, next_power_of_2
+from .._triton import cdiv, interpreted, launchable, next_power_of_2
 
 _KINDS = {"softplus": 0, "lower_bound": 1}
 # Elements per program (forward) and per loop step (backward), over 4 warps: 32 (8) a thread.
@@ -47,7 +46,7 @@ def _probe():
 # The hardware's approximate log2 and reciprocal (lg2.approx, div.approx: a few ulp, arguments in
 # [1, 2] here) cost one instruction where libdevice's exact log2 costs ~20, which would make the
 # forward compute-bound. Triton's interpreter has no libdevice, so it keeps the exact forms.
-_FAST_MATH = tl.constexpr(not isinstance(_probe, InterpretedFunction))
+_FAST_MATH = tl.constexpr(not interpreted(_probe))
 
 
 @triton.jit
