@@ -259,7 +259,7 @@ ops:
     doc: The rows of weight that ids pick.
     forward:
       schema: "(Tensor weight, Tensor ids) -> Tensor out"
-      launchers: {cpu: idxl:embed_fwd}
+      launchers: {cpu: idxl:embed_fwd, cuda: idxl:embed_fwd}
     inputs:
       weight: {shape: [V, D], dtypes: [float32]}
       ids: {shape: [N], dtypes: [int64, int32], indexes: V}
@@ -274,10 +274,10 @@ ops:
     doc: The rows of x that slots pick; a negative slot gives a row of zeros.
     forward:
       schema: "(Tensor x, Tensor slots) -> Tensor out"
-      launchers: {cpu: idxl:gather_fwd}
+      launchers: {cpu: idxl:gather_fwd, cuda: idxl:gather_fwd}
     backward:
       schema: "(Tensor grad_out, Tensor x, Tensor slots) -> Tensor grad_x"
-      launchers: {cpu: idxl:gather_bwd}
+      launchers: {cpu: idxl:gather_bwd, cuda: idxl:gather_bwd}
     inputs:
       x: {shape: [S, D], dtypes: [float32]}
       slots: {shape: [B, L], dtypes: [int32, int64], indexes: S, negative: skip}
@@ -293,10 +293,13 @@ ops:
 # The public check off, entries far out of range: masked kernels read nothing for them.
 UNCHECKED = """
 import os
-os.environ["TRITON_INTERPRET"] = "1"
-import pytest, torch
+import torch
+if not torch.cuda.is_available():
+    os.environ["TRITON_INTERPRET"] = "1"
+import pytest
 import idxdemo
 
+torch.set_default_device("cuda" if torch.cuda.is_available() else "cpu")
 weight = torch.randn(7, 5)
 ids = torch.tensor([7, 2**40, -5, 2**31 - 1, 1])
 with pytest.raises(ValueError, match=r"^embed: ids\\[0\\] = 7 is out of range for V = 7 "):
@@ -306,8 +309,9 @@ slots = torch.tensor([[6, -1, 2], [2**40, 2, -2**40]])
 with pytest.raises(ValueError, match=r"^gather: slots\\[0, 0\\] = 6 is out of range for S = 6 "):
     idxdemo.gather(x, slots)
 compiled = torch.compile(idxdemo.embed, fullgraph=True, backend="eager")
-with pytest.raises(RuntimeError, match="embed: ids holds an entry out of range for V"):
-    compiled(weight, ids)
+if not torch.cuda.is_available():  # on CUDA the assert is a device-side one (COMPILED_ASSERT)
+    with pytest.raises(RuntimeError, match="embed: ids holds an entry out of range for V"):
+        compiled(weight, ids)
 idxdemo.set_index_check(False)
 out = idxdemo.embed(weight, ids).out
 torch.testing.assert_close(out, torch.cat([torch.zeros(4, 5), weight[1:2]]), rtol=0, atol=0)
@@ -322,6 +326,58 @@ grad[2] = 2.0
 torch.testing.assert_close(x.grad, grad, rtol=0, atol=0)
 print("ok")
 """
+
+# On CUDA the compiled check is torch._assert_async, a device-side assert: it fails the call (and
+# leaves the process's CUDA context unusable), so it runs in a process of its own.
+COMPILED_ASSERT = """
+import torch
+import idxdemo
+
+compiled = torch.compile(idxdemo.embed, fullgraph=True, backend="eager")
+weight = torch.randn(7, 5, device="cuda")
+try:
+    compiled(weight, torch.tensor([1, 7], device="cuda")).out.sum().item()
+    torch.cuda.synchronize()
+except RuntimeError as exc:
+    print("refused:", str(exc).splitlines()[0])
+else:
+    raise SystemExit("an entry out of range passed the compiled check")
+"""
+
+# The control of benchmarks/index_bounds_gpu.sh: a gather without masks, one id far past the end.
+UNMASKED = """
+import torch
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def _unmasked(src, ids, out, cols, BLOCK: tl.constexpr):
+    e = tl.program_id(0)
+    i = tl.load(ids + e).to(tl.int64)
+    c = tl.arange(0, BLOCK)
+    tl.store(out + e * cols + c, tl.load(src + i * cols + c, mask=c < cols), mask=c < cols)
+
+
+src = torch.randn(7, 5, device="cuda")
+out = torch.empty(2, 5, device="cuda")
+_unmasked[(2,)](src, torch.tensor([1, 100000], device="cuda"), out, 5, BLOCK=8)
+torch.cuda.synchronize()
+print("ran")
+"""
+
+
+def write_project(root) -> None:
+    """The project and scripts that benchmarks/index_bounds_gpu.sh runs on a CUDA machine."""
+    root = Path(root)
+    root.mkdir(parents=True, exist_ok=True)
+    assert generate_project(root, "idxl", LAUNCHERS, SPEC, "-q") == 0
+    for name, text in (
+        ("unchecked.py", UNCHECKED),
+        ("compiled_assert.py", COMPILED_ASSERT),
+        ("unmasked.py", UNMASKED),
+    ):
+        (root / name).write_text(text)
 
 
 @pytest.fixture(scope="module")
