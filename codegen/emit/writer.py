@@ -352,27 +352,36 @@ def _as_tree(out: Path | Tree) -> tuple[Tree, bool]:
     return (out, False) if isinstance(out, Tree) else (Tree(out), True)
 
 
+def _manifest(tree: Tree, problems: list[str]) -> list[str] | None:
+    """The manifest's entries (None when there is none); its problems go to ``problems``."""
+    try:
+        text = tree.read(MANIFEST)
+    except UnsafeOutput as exc:
+        problems.extend(exc.problems)
+        return []
+    if text is None:
+        return None
+    entries, refused = parse_manifest(text)
+    problems.extend(
+        f"{tree.out / MANIFEST}:{number}: error: the line holds the control character {char}; "
+        "the manifest lists the paths the generator wrote, one a line (remove the line)"
+        for number, char in refused
+    )
+    return entries
+
+
 def read_manifest(out: Path | Tree) -> list[str] | None:
     """The paths recorded in ``out``'s manifest; None when there is none. Raises UnsafeOutput
     for a manifest that is not a regular file or holds control characters."""
     tree, own = _as_tree(out)
+    problems: list[str] = []
     try:
-        text = tree.read(MANIFEST)
+        entries = _manifest(tree, problems)
     finally:
         if own:
             tree.close()
-    if text is None:
-        return None
-    entries, refused = parse_manifest(text)
-    if refused:
-        raise UnsafeOutput(
-            [
-                f"{tree.out / MANIFEST}:{number}: error: the line holds the control character "
-                f"{char}; the manifest lists the paths the generator wrote, one a line "
-                "(remove the line)"
-                for number, char in refused
-            ]
-        )
+    if problems:
+        raise UnsafeOutput(problems)
     return entries
 
 
@@ -425,11 +434,7 @@ def _write(files: dict[str, str], tree: Tree, check: bool, also: Iterable[str]) 
             problems.extend(exc.problems)
             return None
 
-    try:
-        recorded = read_manifest(tree)
-    except UnsafeOutput as exc:
-        problems.extend(exc.problems)
-        recorded = []
+    recorded = _manifest(tree, problems)
     wanted = {**files, MANIFEST: manifest_text(files)}
     old = {rel: examine(rel, strict=True) for rel in wanted}
     stale = sorted(set(recorded or ()) - set(files))
