@@ -7,16 +7,17 @@ import gc
 import hashlib
 import importlib.util
 import os
+import stat
 import sys
-import tempfile
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from .emit import digest
+from .emit import digest, format_cache, private
 from .emit.format import GeneratorBug
 from .emit.format_cache import FormatCache
-from .emit.writer import MANIFEST, Report, write
+from .emit.writer import MANIFEST, Report, Tree, UnsafeOutput, write
 from .spec.errors import SpecError
 
 try:
@@ -25,6 +26,8 @@ except ImportError:  # not POSIX: runs into one folder are not serialized
     fcntl = None
 
 EXIT_OK, EXIT_DRIFT, EXIT_SPEC, EXIT_INTERNAL, EXIT_ENVIRONMENT = 0, 1, 2, 3, 4
+LOCK_TIMEOUT = "CODEGEN_LOCK_TIMEOUT"
+DEFAULT_LOCK_TIMEOUT = 60.0
 
 # Import name -> distribution of what the generator imports; with the codegen extra's packages
 # (pyproject.toml) and torch, whose schema parser reads the spec.
@@ -38,15 +41,19 @@ exit status:
   0  generated files are up to date (or were written)
   1  --check found generated files that differ from the spec (a unified diff is printed)
   2  the spec is invalid: every problem is printed as FILE:LINE:COL: error: [op] message,
-     and nothing is written
+     and nothing is written; or the output directory holds what the generator does not
+     touch (a symbolic link or a FIFO below it, a control character in its manifest): every
+     such path is printed as OUT/PATH: error: message, and nothing is written
   3  the generator failed: a bug in the generator (one line on stderr names the operator it
-     was rendering), or the output directory could not be written
+     was rendering), or the output directory could not be written or locked
   4  the generator cannot run in this Python: a package it needs (torch, PyYAML, Jinja2,
      ruff) is not installed; one line on stderr names what is missing
 
 Files are removed only when the output directory's manifest ({MANIFEST}) lists them
-and the spec no longer produces them. Runs that write into the same output directory at the
-same time take turns, so it always holds one whole run's output.
+and the spec no longer produces them; nothing outside the output directory is read, written
+or removed. Runs that write into the same output directory at the same time take turns, so it
+always holds one whole run's output; a run waits at most {LOCK_TIMEOUT} seconds (default
+{DEFAULT_LOCK_TIMEOUT:g}) for another, then gives up with exit status 3.
 """
 
 
@@ -107,33 +114,129 @@ def _collector_paused() -> Iterator[None]:
             gc.enable()
 
 
-def lock_path(out: Path) -> str:
-    """The lock file of output folder ``out``: in the temporary folder, never in ``out`` (a run
-    that writes nothing leaves ``out`` byte-identical), named after its resolved path."""
+class LockError(Exception):
+    """The output folder's lock cannot be taken: the message says why."""
+
+
+def _lock_name(out: Path) -> str:
     key = hashlib.sha256(os.fsencode(os.path.realpath(out))).hexdigest()[:32]
-    return os.path.join(tempfile.gettempdir(), f"codegen-{key}.lock")
+    return f"lock-{key}"
+
+
+def lock_path(out: Path) -> str:
+    """The lock file of output folder ``out``: in this user's private folder (Note [private
+    folder] in emit/private.py), named after the folder's resolved path."""
+    return os.path.join(private.folder()[0], _lock_name(out))
+
+
+def lock_timeout() -> float:
+    value = os.environ.get(LOCK_TIMEOUT, "")
+    if not value.strip():
+        return DEFAULT_LOCK_TIMEOUT
+    try:
+        seconds = float(value)
+    except ValueError:
+        seconds = -1.0
+    if not 0 <= seconds < float("inf"):
+        raise LockError(f"error: {LOCK_TIMEOUT}={value!r} is not a number of seconds")
+    return seconds
+
+
+_LOCK_FLAGS = os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
+
+
+def _open_lock(out: Path) -> tuple[int, str]:
+    try:
+        folder, folder_fd = private.folder()
+    except private.PrivateFolderError as exc:
+        raise LockError(f"{out}: error: cannot lock the output folder: {exc}") from None
+    name = _lock_name(out)
+    path = os.path.join(folder, name)
+    try:
+        fd = os.open(name, _LOCK_FLAGS, 0o600, dir_fd=folder_fd)
+    except OSError as exc:
+        try:
+            what = os.stat(name, dir_fd=folder_fd, follow_symlinks=False)
+        except OSError:
+            what = None
+        if what is not None and stat.S_ISLNK(what.st_mode):
+            reason = "it is a symbolic link (remove it)"
+        elif what is not None and stat.S_ISDIR(what.st_mode):
+            reason = "it is a folder (remove it)"
+        else:
+            reason = exc.strerror or str(exc)
+        raise LockError(f"{path}: error: cannot open the lock of {out}: {reason}") from None
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise LockError(f"{path}: error: the lock of {out} is not a regular file (remove it)")
+    return fd, path
+
+
+def _holder(fd: int) -> str:
+    """Who holds the lock, as its file says."""
+    try:
+        pid = os.pread(fd, 32, 0).decode("ascii", errors="replace").strip()
+    except OSError:
+        pid = ""
+    return f"process {pid}" if pid.isdigit() else "another process"
 
 
 @contextmanager
-def output_lock(out: Path, check: bool) -> Iterator[None]:
+def output_lock(out: Path, check: bool = False) -> Iterator[None]:
     """Note [one writer per folder]: two runs into one folder could interleave their files (the
     digest check, the writes, the manifest, the caches), leaving a mix of two specs' output. An
     exclusive ``flock`` per folder makes them take turns, from the digest check to the last
-    write; ``--check`` writes nothing and takes no lock. Where the lock file cannot be opened
-    (another user's, in a shared temporary folder) the run goes on unserialized."""
+    write; ``--check`` writes nothing and takes no lock.
+
+    The lock file lives in this user's private folder, not in the output folder (a run that
+    writes nothing leaves it byte-identical, and a checkout cannot plant a link or a FIFO in
+    its place) nor under a predictable name in a shared temporary folder (where another user
+    could). It is opened with ``O_NOFOLLOW`` and must be a regular file; anything else there is
+    an error that names it. Its holder writes its process id into it; a run that finds the lock
+    held says which process holds it and waits at most ``CODEGEN_LOCK_TIMEOUT`` seconds (60
+    by default), then raises LockError. Runs of two users into one folder do not take turns
+    (each has its own private folder); each file is still replaced whole. Without ``fcntl``
+    (Windows) runs are not serialized."""
     if check or fcntl is None:
         yield
         return
+    timeout = lock_timeout()
+    fd, path = _open_lock(out)
     try:
-        fd = os.open(lock_path(out), os.O_RDONLY | os.O_CREAT, 0o644)
-    except OSError:
-        yield
-        return
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = _holder(fd)
+            print(
+                f"{out}: waiting for {holder}, which is writing it (lock {path}; "
+                f"giving up after {timeout:g} s, {LOCK_TIMEOUT} sets it)",
+                file=sys.stderr,
+                flush=True,
+            )
+            _wait(fd, time.monotonic() + timeout, out, holder, timeout)
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{os.getpid()}\n".encode("ascii"), 0)
         yield
     finally:
         os.close(fd)
+
+
+def _wait(fd: int, deadline: float, out: Path, holder: str, timeout: float) -> None:
+    pause = 0.02
+    while True:
+        now = time.monotonic()
+        if now >= deadline:
+            raise LockError(
+                f"{out}: error: {holder} still holds the output folder after {timeout:g} s; "
+                f"run again when it has finished (or set {LOCK_TIMEOUT} to wait longer)"
+            )
+        time.sleep(min(pause, deadline - now))
+        pause = min(pause * 2, 0.5)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return
+        except BlockingIOError:
+            continue
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -202,18 +305,47 @@ def _regenerate(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return EXIT_SPEC
-    with output_lock(out, args.check):
-        return _generate(args, text, data, spec_path, out)
+    if args.check:  # trusts no cache, takes no lock: renders and compares every byte
+        with Tree(out) as tree:
+            return _generate(args, text, data, spec_path, tree, None)
+    try:
+        with output_lock(out):
+            with Tree(out) as tree:
+                return _generate(args, text, data, spec_path, tree, _cache_key())
+    except LockError as exc:
+        print(exc, file=sys.stderr)
+        return EXIT_INTERNAL
 
 
-def _generate(args: argparse.Namespace, text: str, data: bytes, spec_path: Path, out: Path) -> int:
-    inputs = digest.inputs(data, spec_path.name)
-    listed = digest.up_to_date(out, inputs, spec_path.parent)
-    if listed is not None:  # Note [no-op digest]: nothing would change
-        status = _report(args, out, Report(unchanged=[*listed, MANIFEST]))
-        return _stamped(args, status, spec_path, digest.recorded_modules(out))
+def _cache_key() -> bytes | None:
+    """The key that signs the caches (Note [signed caches] in emit/digest.py); None, with a
+    note, when there is none: then every file is generated and formatted."""
+    try:
+        return private.key()
+    except (private.PrivateFolderError, OSError) as exc:
+        print(f"note: the caches are not used: {exc}", file=sys.stderr)
+        return None
+
+
+def _generate(
+    args: argparse.Namespace,
+    text: str,
+    data: bytes,
+    spec_path: Path,
+    tree: Tree,
+    key: bytes | None,
+) -> int:
+    out = tree.out
+    inputs: list[str] = []
+    cache = None
+    if key is not None:
+        inputs = digest.inputs(data, spec_path.name)
+        listed = digest.up_to_date(tree, key, inputs, spec_path.parent)
+        if listed is not None:  # Note [no-op digest]: nothing would change
+            status = _report(args, out, Report(unchanged=[*listed, MANIFEST]))
+            return _stamped(args, status, spec_path, digest.recorded_modules(tree, key))
+        cache = FormatCache(tree, key)
     sources: dict[str, str] = {}
-    cache = FormatCache(out)
     try:
         from .pipeline import generate  # here: a run that changes nothing never imports torch
 
@@ -234,11 +366,23 @@ def _generate(args: argparse.Namespace, text: str, data: bytes, spec_path: Path,
         return _bug(exc, getattr(exc, "op", None))
     except Exception as exc:  # noqa: BLE001 - any other exception is a bug, reported in one line
         return _bug(exc, getattr(exc, "op", None))
+    caches = (
+        () if cache is None else (f"{digest.CACHE}/.gitignore", digest.RECORD, format_cache.RECORD)
+    )
     try:
-        report = write(files, out, check=args.check)
-        if not args.check:
-            digest.record(out, inputs, sources, files)
+        report = write(files, tree, check=args.check, also=caches)
+        if cache is not None:
+            digest.record(tree, key, inputs, sources, files)
             cache.record(files)
+    except UnsafeOutput as exc:
+        for problem in exc.problems:
+            print(problem, file=sys.stderr)
+        n = len(exc.problems)
+        print(
+            f"{n} error{'s' if n != 1 else ''} in the output folder; nothing written",
+            file=sys.stderr,
+        )
+        return EXIT_SPEC
     except OSError as exc:
         where = exc.filename or out
         print(f"{where}: error: cannot write the output: {exc.strerror or exc}", file=sys.stderr)

@@ -45,6 +45,12 @@ def _state(folder: Path) -> dict[str, tuple[bytes, int]]:
     }
 
 
+@pytest.fixture(autouse=True)
+def private_folder(tmp_path: Path, monkeypatch) -> None:
+    """This user's private folder (the key that signs the record), made afresh for each test."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+
+
 @pytest.fixture
 def generated(tmp_path: Path, capsys) -> Path:
     project = _project(tmp_path)
@@ -69,7 +75,17 @@ def test_a_noop_rerun_touches_no_file_and_does_not_generate(generated, no_genera
     assert _state(out) == before  # bytes and mtimes
     n = sum(not rel.startswith(f"{digest.CACHE}/") for rel in before)  # the files, the manifest
     assert capsys.readouterr().out.strip() == f"{out}: 0 written, {n} unchanged, 0 removed"
+
+
+def test_check_never_takes_the_shortcut(generated, monkeypatch, capsys):
+    out = generated / "generated"
+    before = _state(out)
+    calls = []
+    real = pipeline.generate
+    monkeypatch.setattr(pipeline, "generate", lambda *a, **k: calls.append(1) or real(*a, **k))
     assert _run(generated, "--check") == 0
+    assert calls == [1]  # rendered and compared, whatever the record says
+    n = sum(not rel.startswith(f"{digest.CACHE}/") for rel in before)
     assert capsys.readouterr().out.strip() == f"{out}: {n} file(s) up to date"
     assert _state(out) == before
 

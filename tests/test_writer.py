@@ -134,3 +134,20 @@ def test_concurrent_regenerations_never_fail_or_tear_files(tmp_path):
             assert text in {_expected(i, t) for t in tags}, f"torn pkg/m{i}.py"
         assert not list((out / "pkg").glob("old*.py"))
         assert not list(out.rglob("*.tmp"))
+
+
+def _open_descriptors() -> int:
+    return len(os.listdir("/proc/self/fd")) if os.path.isdir("/proc/self/fd") else 0
+
+
+def test_more_folders_than_descriptors_kept_open(tmp_path):
+    files = {f"d{i:03d}/sub/m.py": f"{MARK}X = {i}\n" for i in range(300)}
+    before = _open_descriptors()
+    write(files, tmp_path)
+    assert _open_descriptors() == before  # none left open
+    stale = dict(list(files.items())[:150])
+    report = write(stale, tmp_path)
+    assert len(report.stale) == 150 and len(report.unchanged) == 150
+    assert not (tmp_path / "d299" / "sub" / "m.py").exists()
+    assert (tmp_path / "d000" / "sub" / "m.py").read_text() == files["d000/sub/m.py"]
+    assert not write(stale, tmp_path, check=True).drift

@@ -4,34 +4,38 @@ Note [format cache]: what ``ruff format`` writes is a function of the ruff that 
 arguments and the text it formats. After writing, a regenerate records in
 ``<out>/.codegen-cache/format``, for every Python file it wrote, the SHA-256 of the text the
 templates rendered and of the text ruff made of it, under a key naming that ruff (what its
-``--version`` prints) and the arguments (``format.RUFF_FORMAT``). The next regenerate into the
-folder takes a rendered file's formatted text from the folder, without ruff, only when all of
-these hold:
+``--version`` prints) and the arguments (``format.RUFF_FORMAT``), and signs the record with this
+user's key (Note [signed caches] in emit/digest.py). The next regenerate into the folder takes
+a rendered file's formatted text from the folder, without ruff, only when all of these hold:
 
+- the record's signature verifies: this user's generator wrote it, after ruff made each
+  formatted text it names from the rendered text it names;
 - the record's key is the key of the ruff this run would start, with the same arguments;
 - the record names the file with the SHA-256 of the text this run rendered for it;
 - the file in the folder, read as the writer reads it, has the recorded formatted SHA-256.
 
 Then the file's text is what ruff would write for this input, byte for byte. Anything else (no
-record, another ruff or other arguments, an edited template, spec or generator, a hand-edited or
-deleted file, a damaged record) formats the file with ruff, as without the record. The record is
-a cache, like the no-op digest's (Note [no-op digest] in emit/digest.py): it lives in the same
+record, a forged or damaged one, another ruff or other arguments, an edited template, spec or
+generator, a hand-edited or deleted file) formats the file with ruff, as without the record.
+Without the signature, anyone who can edit the checkout could append to a generated file and
+record its new SHA-256 as the formatted text, and the file would stand; with it, a record costs
+time, never bytes. The record is a cache, like the no-op digest's: it lives in the same
 self-ignoring folder, outside the manifest; it is written only after the files it describes were
-written, never by ``--check``, and a damaged or stale one costs time, never bytes.
+written, and never read or written by ``--check``, which formats every file.
 """
 
 from __future__ import annotations
 
 import hashlib
 import subprocess
-from pathlib import Path
 
 from .digest import CACHE
 from .format import RUFF_FORMAT, ruff_command
-from .writer import _atomic_write, _read, _umask
+from .private import signed, verified
+from .writer import Tree, UnsafeOutput, file_mode
 
 RECORD = f"{CACHE}/format"
-VERSION = "codegen-format-cache 1"
+VERSION = "codegen-format-cache 2"
 _HEADER = (
     "# formatted files of the last regenerate (Note [format cache] in codegen/emit/format_cache.py)"
 )
@@ -62,15 +66,16 @@ def ruff_key() -> str | None:
 
 
 class FormatCache:
-    """The record of the last regenerate into ``out``, and what this one renders.
+    """The record of the last regenerate into ``tree``, and what this one renders.
 
     ``formatted`` answers, for each rendered Python file, with its formatted text when the record
     proves it (Note [format cache]) and remembers the rendered text's SHA-256; ``record`` writes
     the record of this run once its files are written. ``reused`` counts the files taken.
     """
 
-    def __init__(self, out: Path) -> None:
-        self.out = out
+    def __init__(self, tree: Tree, key: bytes) -> None:
+        self.tree = tree
+        self.secret = key
         self.rendered: dict[str, str] = {}  # this run's Python files -> SHA-256 of the rendering
         self.reused = 0
         self._key: str | None = None
@@ -87,9 +92,10 @@ class FormatCache:
         if self._entries is None:
             self._entries = {}
             try:
-                lines = (_read(self.out / RECORD) or "").splitlines()
-            except OSError:  # unreadable: as if there were none
+                text = verified(self.secret, self.tree.read(RECORD))
+            except (OSError, UnsafeOutput):  # unreadable: as if there were none
                 return self._entries
+            lines = (text or "").splitlines()
             if len(lines) > 2 and lines[1].startswith(_KEY) and lines[1][4:] == self.key():
                 for line in lines[2:]:
                     rendered, _, rest = line.partition(" ")
@@ -106,8 +112,8 @@ class FormatCache:
         if entry is None or entry[0] != rendered:
             return None
         try:
-            current = _read(self.out / rel)
-        except OSError:  # the writer will say what is wrong with it
+            current = self.tree.read(rel)
+        except (OSError, UnsafeOutput):  # the writer will say what is wrong with it
             return None
         if current is None or _sha256(current) != entry[1]:
             return None
@@ -115,13 +121,13 @@ class FormatCache:
         return current
 
     def record(self, files: dict[str, str]) -> None:
-        """Record this run's formatted files, ``files`` as written under ``out``."""
+        """Record this run's formatted files, ``files`` as written in the tree."""
         key = self.key()
         if key is None:
             return
         lines = [_HEADER, _KEY + key]
         for rel in sorted(self.rendered):
             lines.append(f"{self.rendered[rel]} {_sha256(files[rel])} {rel}")
-        text = "\n".join(lines) + "\n"
-        if _read(self.out / RECORD) != text:
-            _atomic_write(self.out / RECORD, text, 0o666 & ~_umask())
+        text = signed(self.secret, "\n".join(lines) + "\n")
+        if self.tree.read(RECORD) != text:
+            self.tree.write(RECORD, text, file_mode())
