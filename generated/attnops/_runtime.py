@@ -371,6 +371,9 @@ def check_offsets(op: str, name: str, offsets: torch.Tensor, total: int, dim: st
 # check on the device with torch._assert_async instead. set_index_check(False) turns both off
 # (Dynamo guards on the switch, so flipping it recompiles).
 _CHECK_INDEXES = True
+# Devices on which the captured index check's assert kernel has run once (Note [index check
+# kernels]).
+_ASSERT_LOADED: set = set()
 
 
 def set_index_check(enabled: bool) -> None:
@@ -393,7 +396,18 @@ def check_indexes(
         return
     if index.is_meta or index.numel() == 0:
         return
-    if skip:
+    if index.is_cuda:
+        # Note [index check kernels]: CUDA loads a kernel on its first launch, which a stream
+        # being captured into a graph does not allow. The eager check on CUDA therefore runs the
+        # kernels the captured check runs (and the assert's once), so that the warm-up call
+        # before a capture has loaded them all.
+        ok = (index < bound if skip else (index >= 0) & (index < bound)).all()
+        if index.device not in _ASSERT_LOADED:
+            torch._assert_async(torch.ones((), dtype=torch.bool, device=index.device))
+            _ASSERT_LOADED.add(index.device)
+        if bool(ok):
+            return
+    elif skip:
         if int(index.max()) < bound:
             return
     else:
