@@ -1,4 +1,5 @@
-"""Command line: ``python -m codegen regenerate [--check] [--spec PATH] [--out DIR]``."""
+"""Command line: ``python -m codegen regenerate [--check] [--spec PATH] [--out DIR]`` and
+``python -m codegen bc-check --base REV|FILE [--spec PATH]``."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import sys
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import replace
 from pathlib import Path
 
 from .emit import digest
@@ -43,6 +45,20 @@ same time take turns, so it always holds one whole run's output.
 """
 
 
+BC_DESCRIPTION = """\
+Compare the spec with a base (a spec file, or a git revision: the spec at the same path in
+that revision) and print every change of every operator, located in the spec:
+FILE:LINE:COL: breaking|note|info: [op] message. 'breaking' changes break callers of the
+registered operators or of the public function; 'note' changes are compatible; 'info' changes
+are not API (backward, launchers, integration). A removed operator points into the base.
+
+exit status:
+  0  no breaking change
+  1  at least one breaking change
+  2  a spec is invalid (its problems are printed as for regenerate), or the base cannot be read
+"""
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="python -m codegen",
@@ -71,6 +87,20 @@ def _parser() -> argparse.ArgumentParser:
         help="write nothing; exit 1 with a unified diff when the output is stale",
     )
     regen.add_argument("-q", "--quiet", action="store_true", help="print only errors and drift")
+    bc = sub.add_parser(
+        "bc-check",
+        help="classify every change of the spec since a base as breaking or compatible",
+        description=BC_DESCRIPTION,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    bc.add_argument(
+        "--base",
+        required=True,
+        help="the old spec: a file, or a git revision holding the spec at the same path",
+    )
+    bc.add_argument(
+        "--spec", type=Path, default=Path("ops.yaml"), help="spec file (default: ./ops.yaml)"
+    )
     return parser
 
 
@@ -123,6 +153,8 @@ def output_lock(out: Path, check: bool) -> Iterator[None]:
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    if args.command == "bc-check":
+        return _bc_check(args)
     with _collector_paused():
         return _regenerate(args)
 
@@ -135,19 +167,79 @@ def _regenerate(args: argparse.Namespace) -> int:
     except OSError as exc:
         print(f"{spec_path}: error: cannot read the spec: {exc.strerror}", file=sys.stderr)
         return EXIT_SPEC
+    text = _decode(data, str(spec_path))
+    if text is None:
+        return EXIT_SPEC
+    with output_lock(out, args.check):
+        return _generate(args, text, data, spec_path, out)
+
+
+def _decode(data: bytes, label: str) -> str | None:
+    """The spec's text; None (the problem printed) when it is not UTF-8."""
     try:
-        text = data.decode("utf-8")
+        return data.decode("utf-8")
     except UnicodeDecodeError as exc:
         line = data.count(b"\n", 0, exc.start) + 1
         col = exc.start - (data.rfind(b"\n", 0, exc.start) + 1) + 1
         print(
-            f"{spec_path}:{line}:{col}: error: the spec is not UTF-8 text "
+            f"{label}:{line}:{col}: error: the spec is not UTF-8 text "
             f"(byte 0x{data[exc.start]:02x}); save it as UTF-8",
             file=sys.stderr,
         )
+        return None
+
+
+def _bc_check(args: argparse.Namespace) -> int:
+    """``bc-check``: Note [what is API] in review/compat.py; Note [base spec] in review/base.py."""
+    from .review.base import BaseError, read_base
+
+    spec_path: Path = args.spec
+    try:
+        base = read_base(args.base, spec_path)
+        data = spec_path.read_bytes()
+    except BaseError as exc:
+        print(f"error: {exc}", file=sys.stderr)
         return EXIT_SPEC
-    with output_lock(out, args.check):
-        return _generate(args, text, data, spec_path, out)
+    except OSError as exc:
+        print(f"{spec_path}: error: cannot read the spec: {exc.strerror}", file=sys.stderr)
+        return EXIT_SPEC
+    from .pipeline import analyse
+    from .review.compat import Model, Severity, compare
+
+    # The base's launchers lived in its own tree: only the spec's own are looked up.
+    sides = [(base.data, base.label, False, "the base spec"), (data, str(spec_path), True, "")]
+    models: list[Model | None] = []
+    for raw, label, check_imports, which in sides:
+        text = _decode(raw, label) if raw is not None else None
+        if raw is not None and text is None:
+            return EXIT_SPEC
+        if text is None:
+            models.append(None)
+            continue
+        try:
+            models.append(Model(*analyse(text, label, check_imports=check_imports)))
+        except SpecError as exc:
+            for diagnostic in exc.diagnostics:
+                print(diagnostic, file=sys.stderr)
+            n = len(exc.diagnostics)
+            what = f"{which} {label} is invalid" if which else f"{label} is invalid"
+            print(f"{n} error{'s' if n != 1 else ''}; {what}", file=sys.stderr)
+            return EXIT_SPEC
+    old, new = models
+    assert new is not None
+    if old is None:
+        print(f"note: {base.label} does not exist: every operator is new", file=sys.stderr)
+        old = Model(replace(new.spec, ops=()), ())
+    changes = compare(old, new)
+    for change in changes:
+        print(change)
+    count = {s: sum(c.severity is s for c in changes) for s in Severity}
+    print(
+        f"{count[Severity.BREAKING]} breaking, {count[Severity.COMPATIBLE]} compatible, "
+        f"{count[Severity.INTERNAL]} internal change(s) since {args.base}",
+        file=sys.stderr,
+    )
+    return EXIT_DRIFT if count[Severity.BREAKING] else EXIT_OK
 
 
 def _generate(args: argparse.Namespace, text: str, data: bytes, spec_path: Path, out: Path) -> int:
