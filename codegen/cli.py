@@ -17,7 +17,7 @@ from pathlib import Path
 from .emit import digest
 from .emit.format import GeneratorBug
 from .emit.format_cache import FormatCache
-from .emit.writer import MANIFEST, Report, write
+from .emit.writer import MANIFEST, Report, current, write
 from .spec.errors import SpecError
 
 try:
@@ -87,6 +87,12 @@ def _parser() -> argparse.ArgumentParser:
         help="write nothing; exit 1 with a unified diff when the output is stale",
     )
     regen.add_argument("-q", "--quiet", action="store_true", help="print only errors and drift")
+    regen.add_argument(
+        "--summary",
+        action="store_true",
+        help="also print, per operator, what changed in its schemas, public API and generated "
+        "tests, compared with the output directory's files",
+    )
     bc = sub.add_parser(
         "bc-check",
         help="classify every change of the spec since a base as breaking or compatible",
@@ -246,7 +252,10 @@ def _generate(args: argparse.Namespace, text: str, data: bytes, spec_path: Path,
     inputs = digest.inputs(data, spec_path.name)
     listed = digest.up_to_date(out, inputs, spec_path.parent)
     if listed is not None:  # Note [no-op digest]: nothing would change
-        return _report(args, out, Report(unchanged=[*listed, MANIFEST]))
+        status = _report(args, out, Report(unchanged=[*listed, MANIFEST]))
+        if args.summary:
+            print("summary:\n  no generated file changes")
+        return status
     sources: dict[str, str] = {}
     cache = FormatCache(out)
     try:
@@ -266,6 +275,7 @@ def _generate(args: argparse.Namespace, text: str, data: bytes, spec_path: Path,
     except Exception as exc:  # noqa: BLE001 - any other exception is a bug, reported in one line
         return _bug(exc, getattr(exc, "op", None))
     try:
+        before = current(files, out) if args.summary else None
         report = write(files, out, check=args.check)
         if not args.check:
             digest.record(out, inputs, sources, files)
@@ -274,7 +284,14 @@ def _generate(args: argparse.Namespace, text: str, data: bytes, spec_path: Path,
         where = exc.filename or out
         print(f"{where}: error: cannot write the output: {exc.strerror or exc}", file=sys.stderr)
         return EXIT_INTERNAL
-    return _report(args, out, report)
+    status = _report(args, out, report)
+    if before is not None:
+        from .review.summary import summarize
+
+        print("summary:")
+        for line in summarize(before, files):
+            print(f"  {line}")
+    return status
 
 
 def _report(args: argparse.Namespace, out: Path, report: Report) -> int:

@@ -149,6 +149,13 @@ def _read(path: str | Path) -> str | None:
             return f.read().decode("utf-8", errors="replace")
 
 
+def current(files: dict[str, str], out: Path) -> dict[str, str | None]:
+    """What ``out`` holds now of every file ``files`` names or its manifest lists (None: absent),
+    read before ``write`` changes it (``regenerate --summary``)."""
+    rels = sorted(set(files) | set(read_manifest(out) or ()))
+    return {rel: _read(os.path.join(out, rel)) for rel in rels}
+
+
 def write(files: dict[str, str], out: Path, check: bool = False) -> Report:
     """Write ``files`` and the manifest under ``out`` (or, with ``check``, only compare and diff)."""
     report = Report()
