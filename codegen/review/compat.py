@@ -177,8 +177,8 @@ def _dtypes(decl: TensorDecl) -> str:
     return ", ".join(d.torch_name for d in decl.dtypes)
 
 
-class _Op:
-    """The changes of one operator present on both sides."""
+class _Base:
+    """One operator present on both sides, and the changes found so far."""
 
     def __init__(self, old: ResolvedOp, new: ResolvedOp) -> None:
         self.old, self.new = old, new
@@ -188,20 +188,36 @@ class _Op:
     def add(self, loc: Location, severity: Severity, message: str) -> None:
         self.out.append(Change(loc, self.name, severity, message))
 
-    def changes(self) -> list[Change]:
-        self._registered()
-        schema_breaks = len([c for c in self.out if c.severity is Severity.BREAKING])
-        self._parameters()
-        self._returns()
-        self._torch_verdict(schema_breaks)
-        self._outputs()
-        self._inputs()
-        self._variants()
-        self._constraints()
-        self._dims()
-        self._devices()
-        self._internal()
-        return self.out
+    @functools.cached_property
+    def _rename(self) -> dict[str, str]:
+        """Dims renamed consistently across the operator's shapes: old name -> new name."""
+        pairs: set[tuple[str, str]] = set()
+        old, new = self.old.op, self.new.op
+        shapes = [
+            (d.shape, new.input(d.name).shape) for d in old.inputs if new.input(d.name) is not None
+        ] + [
+            (o.shape, new.output(o.name).shape)
+            for o in old.outputs
+            if new.output(o.name) is not None
+        ]
+        for a, b in shapes:
+            for x, y in _aligned(a, b):
+                if isinstance(x, Expr) and isinstance(y, Expr) and x.name and y.name:
+                    pairs.add((x.name, y.name))
+        forward: dict[str, set[str]] = {}
+        backward: dict[str, set[str]] = {}
+        for a, b in pairs:
+            forward.setdefault(a, set()).add(b)
+            backward.setdefault(b, set()).add(a)
+        return {
+            a: next(iter(bs))
+            for a, bs in forward.items()
+            if len(bs) == 1 and len(backward[next(iter(bs))]) == 1
+        }
+
+
+class _Signature(_Base):
+    """The registered operators, the public parameters, returns and outputs."""
 
     # -- the registered operators -------------------------------------------------------------
 
@@ -416,34 +432,26 @@ class _Op:
             elif public and was.when is not None and decl.when is None:
                 self.add(decl.loc, Severity.COMPATIBLE, f"output '{decl.name}' is always given")
 
-    # -- tensor contracts ---------------------------------------------------------------------
 
-    @functools.cached_property
-    def _rename(self) -> dict[str, str]:
-        """Dims renamed consistently across the operator's shapes: old name -> new name."""
-        pairs: set[tuple[str, str]] = set()
-        old, new = self.old.op, self.new.op
-        shapes = [
-            (d.shape, new.input(d.name).shape) for d in old.inputs if new.input(d.name) is not None
-        ] + [
-            (o.shape, new.output(o.name).shape)
-            for o in old.outputs
-            if new.output(o.name) is not None
-        ]
-        for a, b in shapes:
-            for x, y in _aligned(a, b):
-                if isinstance(x, Expr) and isinstance(y, Expr) and x.name and y.name:
-                    pairs.add((x.name, y.name))
-        forward: dict[str, set[str]] = {}
-        backward: dict[str, set[str]] = {}
-        for a, b in pairs:
-            forward.setdefault(a, set()).add(b)
-            backward.setdefault(b, set()).add(a)
-        return {
-            a: next(iter(bs))
-            for a, bs in forward.items()
-            if len(bs) == 1 and len(backward[next(iter(bs))]) == 1
-        }
+class _Op(_Signature):
+    """Every change of one operator present on both sides."""
+
+    def changes(self) -> list[Change]:
+        self._registered()
+        schema_breaks = len([c for c in self.out if c.severity is Severity.BREAKING])
+        self._parameters()
+        self._returns()
+        self._torch_verdict(schema_breaks)
+        self._outputs()
+        self._inputs()
+        self._variants()
+        self._constraints()
+        self._dims()
+        self._devices()
+        self._internal()
+        return self.out
+
+    # -- tensor contracts ---------------------------------------------------------------------
 
     def _inputs(self) -> None:
         old, new = self.old.op, self.new.op
