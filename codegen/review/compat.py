@@ -219,8 +219,6 @@ class _Base:
 class _Signature(_Base):
     """The registered operators, the public parameters, returns and outputs."""
 
-    # -- the registered operators -------------------------------------------------------------
-
     def _stages(self, r: ResolvedOp) -> dict[str, tuple[Schema, Location]]:
         """The registered forward operators by qualified name (none for eager ops)."""
         if r.integration is Integration.EAGER:
@@ -264,8 +262,6 @@ class _Signature(_Base):
                         f"torch finds '{qual}' not backward compatible: "
                         f"'{base.canonical}' became '{schema.canonical}'",
                     )
-
-    # -- the public function's parameters (and the forward schema's arguments) ----------------
 
     def _parameters(self) -> None:
         old, new = _params(self.old.op), _params(self.new.op)
@@ -348,8 +344,6 @@ class _Signature(_Base):
         if was.is_write != p.is_write:
             now = "is now mutated in place" if p.is_write else "is no longer mutated in place"
             self.add(p.loc, Severity.BREAKING, f"argument '{p.name}' {now}")
-
-    # -- returns and public outputs -----------------------------------------------------------
 
     def _returns(self) -> None:
         if self.new.integration is Integration.EAGER and self.old.integration is Integration.EAGER:
@@ -450,8 +444,6 @@ class _Op(_Signature):
         self._devices()
         self._internal()
         return self.out
-
-    # -- tensor contracts ---------------------------------------------------------------------
 
     def _inputs(self) -> None:
         old, new = self.old.op, self.new.op
@@ -637,8 +629,6 @@ class _Op(_Signature):
         for device in self.new.devices:
             if device not in self.old.devices:
                 self.add(self.new.op.forward.loc, Severity.COMPATIBLE, f"now runs on {device}")
-
-    # -- not API ------------------------------------------------------------------------------
 
     def _internal(self) -> None:
         old, new = self.old.op, self.new.op
