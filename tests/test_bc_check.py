@@ -413,3 +413,88 @@ def test_a_revision_outside_a_repository_exits_2(tmp_path, capsys, monkeypatch):
     assert cli.main(["bc-check", "--base", "HEAD", "--spec", "ops.yaml"]) == 2
     err = capsys.readouterr().err
     assert "error: 'HEAD' is not a file, and . is not inside a git repository" in err
+
+
+def test_constraint_added_is_breaking_removed_compatible(tmp_path, capsys):
+    new = replace(
+        "    reference:",
+        '    constraints:\n      - {check: "D <= 64", message: "D up to 64"}\n    reference:',
+    )
+    status, lines, _ = _check(tmp_path, BASE, new, capsys)
+    where = _where(new, '{check: "D <= 64"', tmp_path / "ops.yaml")
+    assert status == 1
+    assert lines == [
+        f"{where}: breaking: [l2norm] constraint added: D <= 64 (refuses calls it accepted)"
+    ]
+    status, lines, _ = _check(tmp_path, new, BASE, capsys)
+    assert status == 0
+    assert lines[0].endswith("note: [l2norm] constraint removed: D <= 64")
+
+
+def test_a_device_without_a_launcher_any_more_is_breaking(tmp_path, capsys):
+    both = replace(
+        "cpu: attnops_kernels.l2norm.triton:l2norm_fwd",
+        "cpu: attnops_kernels.l2norm.triton:l2norm_fwd\n        cuda: attnops_kernels.l2norm.triton:l2norm_fwd",
+    )
+    status, lines, _ = _check(tmp_path, both, BASE, capsys)
+    assert status == 1
+    assert lines[0].endswith("breaking: [l2norm] no longer runs on cuda (no cuda launcher)")
+
+
+# (old arguments, new arguments) of the l2norm forward schema: every argument change torch's own
+# check classifies, with the values samples must give for arguments without a default.
+TORCH_CASES = [
+    ("Tensor x, float eps=1e-6", "Tensor x, float eps=1e-5"),
+    ("Tensor x, float eps=1e-6", "Tensor x, float eps"),
+    ("Tensor x, float eps", "Tensor x, float eps=1e-6"),
+    ("Tensor x, float eps=1e-6", "Tensor x, float eps=1e-6, int n=2"),
+    ("Tensor x, float eps=1e-6", "Tensor x, int n, float eps=1e-6"),
+    ("Tensor x, float eps=1e-6", "Tensor x, float eps=1e-6, *, int n=2"),
+    ("Tensor x, float eps=1e-6", "Tensor x, float eps=1e-6, *, int n"),
+    ("Tensor x, float eps=1e-6", "Tensor x"),
+    ("Tensor x, float a=1.0, float b=2.0", "Tensor x, float b=2.0, float a=1.0"),
+    ("Tensor x, float a=1.0, float b=2.0", "Tensor x, float a=1.0, float c=2.0"),
+    ("Tensor x, float eps=1e-6", "Tensor x, int eps=1"),
+    ("Tensor x, int n=1", "Tensor x, SymInt n=1"),
+    ("Tensor x, int n=1", "Tensor x, int? n=1"),
+    ("Tensor x, float eps=1e-6", "Tensor x, *, float eps=1e-6"),
+    ("Tensor x, *, float eps=1e-6", "Tensor x, float eps=1e-6"),
+    ("Tensor x, *, float a=1.0, float b=2.0", "Tensor x, *, float b=2.0, float a=1.0"),
+]
+
+
+def _args_spec(args: str) -> str:
+    text = _schema(f'"({args}) -> (Tensor y, Tensor rstd)"')
+    values = "".join(
+        f", {a.split()[-1]}: 2" for a in args.split(", ")[1:] if "=" not in a and a != "*"
+    )
+    return replace("{batch: [2], D: 8}", "{batch: [2], D: 8" + values + "}", text)
+
+
+@pytest.mark.parametrize("old, new", TORCH_CASES, ids=[f"{o} -> {n}" for o, n in TORCH_CASES])
+def test_the_rules_agree_with_torch_on_every_argument_change(tmp_path, capsys, old, new):
+    import torch
+
+    def parse(args):
+        return torch._C.parse_schema(f"demo::l2norm_fwd({args}) -> (Tensor y, Tensor rstd)")
+
+    torch_ok = parse(new).is_backward_compatible_with(parse(old))
+    status, lines, err = _check(tmp_path, _args_spec(old), _args_spec(new), capsys)
+    assert status in (0, 1), err
+    ours = [line for line in lines if ": breaking: " in line and "torch finds" not in line]
+    kw_reorder = old.startswith("Tensor x, *, float a")
+    if kw_reorder:  # the one change the rules leave to torch (docs/review.md)
+        assert (ours, torch_ok, status) == ([], False, 1)
+    else:
+        assert bool(ours) == (not torch_ok), lines
+        assert not [line for line in lines if "torch finds" in line]
+
+
+def test_review_reads_only_the_spec_and_resolve_stages():
+    import ast
+
+    from test_architecture import CODEGEN, _imported_stages
+
+    for path in sorted((CODEGEN / "review").glob("*.py")):
+        found = _imported_stages(path, ast.parse(path.read_text())) - {"review"}
+        assert found <= {"spec", "resolve"}, (path.name, found)

@@ -332,7 +332,8 @@ class _Signature(_Base):
                 f"default of '{p.name}' removed (was {_value(was.default)})",
             )
         elif was.has_default and (
-            type(was.default) is not type(p.default) or was.default != p.default
+            was.default != p.default
+            or (was.type == p.type and type(was.default) is not type(p.default))
         ):
             self.add(
                 p.loc,
