@@ -250,6 +250,7 @@ SHAPES = {
     "[..., D]": _shaped("[..., D]", "[..., D]", "[...]", "{batch: [2], D: 8}"),
     "[..., E]": _shaped("[..., E]", "[..., E]", "[...]", "{batch: [2], E: 8}"),
     "[B, D]": _shaped("[B, D]", "[B, D]", "[B]", "{B: 2, D: 8}"),
+    "[B, C, D]": _shaped("[B, C, D]", "[B, C, D]", "[B, C]", "{B: 2, C: 3, D: 8}"),
     "[..., 4, D]": _shaped("[..., 4, D]", "[..., 4, D]", "[...]", "{batch: [2], D: 8}"),
     "[..., F, D]": _shaped("[..., F, D]", "[..., F, D]", "[...]", "{batch: [2], F: 4, D: 8}"),
     "[..., D, D]": _shaped("[..., D, D]", "[..., D, D]", "[...]", "{batch: [2], D: 8}"),
@@ -262,6 +263,7 @@ SHAPES = {
         ("[..., D]", "[..., E]", None),  # every D renamed E: the same contract
         ("[..., D]", "[B, D]", "narrowed"),  # any rank >= 1 became exactly 2
         ("[B, D]", "[..., D]", "widened"),
+        ("[B, D]", "[B, C, D]", "narrowed"),  # rank 2 became rank 3
         ("[..., 4, D]", "[..., F, D]", "widened"),  # a literal size became a free one
         ("[..., F, D]", "[..., 4, D]", "narrowed"),
         ("[..., F, D]", "[..., D, D]", "narrowed"),  # a new equality between dims
