@@ -500,3 +500,27 @@ def test_review_reads_only_the_spec_and_resolve_stages():
     for path in sorted((CODEGEN / "review").glob("*.py")):
         found = _imported_stages(path, ast.parse(path.read_text())) - {"review"}
         assert found <= {"spec", "resolve"}, (path.name, found)
+
+
+def test_a_retyped_return_and_an_output_that_may_be_none_are_breaking(tmp_path, capsys):
+    old = replace(
+        '"(Tensor(a!) state, Tensor q) -> Tensor output"',
+        '"(Tensor(a!) state, Tensor q, bool give=True) -> Tensor output"',
+        GATE,
+    )
+    new = replace('-> Tensor output"', '-> Tensor? output"', old)
+    new = replace(
+        "output: {shape: [B, nnz], dtype: q}",
+        "output: {shape: [B, nnz], dtype: q, when: give}",
+        new,
+    )
+    status, lines, _ = _check(tmp_path, old, new, capsys)
+    assert status == 1
+    assert [line.split(": ", 1)[1] for line in lines] == [
+        "breaking: [step] return 0 'output' retyped from Tensor to Tensor?",
+        "breaking: [step] output 'output' may now be None (given only when 'give')",
+    ]
+    status, lines, _ = _check(tmp_path, new, old, capsys)
+    assert "note: [step] output 'output' is always given" in [
+        line.split(": ", 1)[1] for line in lines
+    ]
