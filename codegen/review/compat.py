@@ -69,9 +69,6 @@ class Model:
     spec: Spec
     ops: tuple[ResolvedOp, ...]
 
-    def op(self, name: str) -> ResolvedOp | None:
-        return next((r for r in self.ops if r.name == name), None)
-
 
 def compare(old: Model, new: Model) -> tuple[Change, ...]:
     """Every change from ``old`` to ``new``: new operators in spec order, then removed ones."""
@@ -93,14 +90,16 @@ def compare(old: Model, new: Model) -> tuple[Change, ...]:
                     ),
                 )
             )
+    old_ops = {r.name: r for r in old.ops}
+    new_names = {r.name for r in new.ops}
     for r in new.ops:
-        before = old.op(r.name)
+        before = old_ops.get(r.name)
         if before is None:
             changes.append(Change(r.op.loc, r.name, Severity.COMPATIBLE, "operator added"))
         else:
             changes.extend(_Op(before, r).changes())
     for r in old.ops:
-        if new.op(r.name) is None:
+        if r.name not in new_names:
             changes.append(Change(r.op.loc, r.name, Severity.BREAKING, "operator removed"))
     return tuple(changes)
 
@@ -231,7 +230,7 @@ class _Signature(_Base):
 
     def _registered(self) -> None:
         old, new = self._stages(self.old), self._stages(self.new)
-        for qual, (_, _loc) in old.items():
+        for qual in old:
             if qual not in new:
                 why = (
                     " (integration 'eager' registers nothing)"
