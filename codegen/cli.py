@@ -209,33 +209,19 @@ def _bc_check(args: argparse.Namespace) -> int:
     except OSError as exc:
         print(f"{spec_path}: error: cannot read the spec: {exc.strerror}", file=sys.stderr)
         return EXIT_SPEC
-    from .pipeline import analyse
     from .review.compat import Model, Severity, compare
 
     # The base's launchers lived in its own tree: only the spec's own are looked up.
-    sides = [(base.data, base.label, False, "the base spec"), (data, str(spec_path), True, "")]
-    models: list[Model | None] = []
-    for raw, label, check_imports, which in sides:
-        text = _decode(raw, label) if raw is not None else None
-        if raw is not None and text is None:
-            return EXIT_SPEC
-        if text is None:
-            models.append(None)
-            continue
-        try:
-            models.append(Model(*analyse(text, label, check_imports=check_imports)))
-        except SpecError as exc:
-            for diagnostic in exc.diagnostics:
-                print(diagnostic, file=sys.stderr)
-            n = len(exc.diagnostics)
-            what = f"{which} {label} is invalid" if which else f"{label} is invalid"
-            print(f"{n} error{'s' if n != 1 else ''}; {what}", file=sys.stderr)
-            return EXIT_SPEC
-    old, new = models
-    assert new is not None
-    if old is None:
+    new = _model(data, str(spec_path), True, f"{spec_path} is invalid")
+    if new is None:
+        return EXIT_SPEC
+    if base.data is None:
         print(f"note: {base.label} does not exist: every operator is new", file=sys.stderr)
         old = Model(replace(new.spec, ops=()), ())
+    else:
+        old = _model(base.data, base.label, False, f"the base spec {base.label} is invalid")
+        if old is None:
+            return EXIT_SPEC
     changes = compare(old, new)
     for change in changes:
         print(change)
@@ -246,6 +232,24 @@ def _bc_check(args: argparse.Namespace) -> int:
         file=sys.stderr,
     )
     return EXIT_DRIFT if count[Severity.BREAKING] else EXIT_OK
+
+
+def _model(data: bytes, label: str, check_imports: bool, invalid: str):
+    """The built, resolved and validated spec; None (every problem printed) when it is invalid."""
+    from .pipeline import analyse
+    from .review.compat import Model
+
+    text = _decode(data, label)
+    if text is None:
+        return None
+    try:
+        return Model(*analyse(text, label, check_imports=check_imports))
+    except SpecError as exc:
+        for diagnostic in exc.diagnostics:
+            print(diagnostic, file=sys.stderr)
+        n = len(exc.diagnostics)
+        print(f"{n} error{'s' if n != 1 else ''}; {invalid}", file=sys.stderr)
+        return None
 
 
 def _generate(args: argparse.Namespace, text: str, data: bytes, spec_path: Path, out: Path) -> int:
