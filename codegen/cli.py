@@ -1,4 +1,5 @@
-"""Command line: ``python -m codegen regenerate [--check] [--spec PATH] [--out DIR]``."""
+"""Command line: ``python -m codegen regenerate [--check] [--spec PATH] [--out DIR]`` and
+``python -m codegen bc-check --base REV|FILE [--spec PATH]``."""
 
 from __future__ import annotations
 
@@ -12,12 +13,13 @@ import sys
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import replace
 from pathlib import Path
 
 from .emit import digest, format_cache, private
 from .emit.format import GeneratorBug
 from .emit.format_cache import FormatCache
-from .emit.writer import MANIFEST, Report, Tree, UnsafeOutput, write
+from .emit.writer import MANIFEST, Report, Tree, UnsafeOutput, current, write
 from .spec.errors import SpecError
 
 try:
@@ -57,6 +59,20 @@ always holds one whole run's output; a run waits at most {LOCK_TIMEOUT} seconds 
 """
 
 
+BC_DESCRIPTION = """\
+Compare the spec with a base (a spec file, or a git revision: the spec at the same path in
+that revision) and print every change of every operator, located in the spec:
+FILE:LINE:COL: breaking|note|info: [op] message. 'breaking' changes break callers of the
+registered operators or of the public function; 'note' changes are compatible; 'info' changes
+are not API (backward, launchers, integration). A removed operator points into the base.
+
+exit status:
+  0  no breaking change
+  1  at least one breaking change
+  2  a spec is invalid (its problems are printed as for regenerate), or the base cannot be read
+"""
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="python -m codegen",
@@ -92,6 +108,26 @@ def _parser() -> argparse.ArgumentParser:
         metavar="FILE",
         help="after a successful run, write FILE and FILE.d, a Makefile rule naming every file "
         "the output depends on (for CMake's DEPFILE, Make, Ninja)",
+    )
+    regen.add_argument(
+        "--summary",
+        action="store_true",
+        help="also print, per operator, what changed in its schemas, public API and generated "
+        "tests, compared with the output directory's files",
+    )
+    bc = sub.add_parser(
+        "bc-check",
+        help="classify every change of the spec since a base as breaking or compatible",
+        description=BC_DESCRIPTION,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    bc.add_argument(
+        "--base",
+        required=True,
+        help="the old spec: a file, or a git revision holding the spec at the same path",
+    )
+    bc.add_argument(
+        "--spec", type=Path, default=Path("ops.yaml"), help="spec file (default: ./ops.yaml)"
     )
     return parser
 
@@ -244,6 +280,8 @@ def main(argv: list[str] | None = None) -> int:
     status = check_environment()
     if status != EXIT_OK:
         return status
+    if args.command == "bc-check":
+        return _bc_check(args)
     with _collector_paused():
         try:
             return _regenerate(args)
@@ -294,16 +332,8 @@ def _regenerate(args: argparse.Namespace) -> int:
     except OSError as exc:
         print(f"{spec_path}: error: cannot read the spec: {exc.strerror}", file=sys.stderr)
         return EXIT_SPEC
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        line = data.count(b"\n", 0, exc.start) + 1
-        col = exc.start - (data.rfind(b"\n", 0, exc.start) + 1) + 1
-        print(
-            f"{spec_path}:{line}:{col}: error: the spec is not UTF-8 text "
-            f"(byte 0x{data[exc.start]:02x}); save it as UTF-8",
-            file=sys.stderr,
-        )
+    text = _decode(data, str(spec_path))
+    if text is None:
         return EXIT_SPEC
     if args.check:  # trusts no cache, takes no lock: renders and compares every byte
         with Tree(out) as tree:
@@ -315,6 +345,78 @@ def _regenerate(args: argparse.Namespace) -> int:
     except LockError as exc:
         print(exc, file=sys.stderr)
         return EXIT_INTERNAL
+
+
+def _decode(data: bytes, label: str) -> str | None:
+    """The spec's text; None (the problem printed) when it is not UTF-8."""
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        col = exc.start - (data.rfind(b"\n", 0, exc.start) + 1) + 1
+        print(
+            f"{label}:{line}:{col}: error: the spec is not UTF-8 text "
+            f"(byte 0x{data[exc.start]:02x}); save it as UTF-8",
+            file=sys.stderr,
+        )
+        return None
+
+
+def _bc_check(args: argparse.Namespace) -> int:
+    """``bc-check``: Note [what is API] in review/compat.py; Note [base spec] in review/base.py."""
+    from .review.base import BaseError, read_base
+
+    spec_path: Path = args.spec
+    try:
+        base = read_base(args.base, spec_path)
+        data = spec_path.read_bytes()
+    except BaseError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_SPEC
+    except OSError as exc:
+        print(f"{spec_path}: error: cannot read the spec: {exc.strerror}", file=sys.stderr)
+        return EXIT_SPEC
+    from .review.compat import Model, Severity, compare
+
+    # The base's launchers lived in its own tree: only the spec's own are looked up.
+    new = _model(data, str(spec_path), True, f"{spec_path} is invalid")
+    if new is None:
+        return EXIT_SPEC
+    if base.data is None:
+        print(f"note: {base.label} does not exist: every operator is new", file=sys.stderr)
+        old = Model(replace(new.spec, ops=()), ())
+    else:
+        old = _model(base.data, base.label, False, f"the base spec {base.label} is invalid")
+        if old is None:
+            return EXIT_SPEC
+    changes = compare(old, new)
+    for change in changes:
+        print(change)
+    count = {s: sum(c.severity is s for c in changes) for s in Severity}
+    print(
+        f"{count[Severity.BREAKING]} breaking, {count[Severity.COMPATIBLE]} compatible, "
+        f"{count[Severity.INTERNAL]} internal change(s) since {args.base}",
+        file=sys.stderr,
+    )
+    return EXIT_DRIFT if count[Severity.BREAKING] else EXIT_OK
+
+
+def _model(data: bytes, label: str, check_imports: bool, invalid: str):
+    """The built, resolved and validated spec; None (every problem printed) when it is invalid."""
+    from .pipeline import analyse
+    from .review.compat import Model
+
+    text = _decode(data, label)
+    if text is None:
+        return None
+    try:
+        return Model(*analyse(text, label, check_imports=check_imports))
+    except SpecError as exc:
+        for diagnostic in exc.diagnostics:
+            print(diagnostic, file=sys.stderr)
+        n = len(exc.diagnostics)
+        print(f"{n} error{'s' if n != 1 else ''}; {invalid}", file=sys.stderr)
+        return None
 
 
 def _cache_key() -> bytes | None:
@@ -343,6 +445,8 @@ def _generate(
         listed = digest.up_to_date(tree, key, inputs, spec_path.parent)
         if listed is not None:  # Note [no-op digest]: nothing would change
             status = _report(args, out, Report(unchanged=[*listed, MANIFEST]))
+            if args.summary:
+                print("summary:\n  no generated file changes")
             return _stamped(args, status, spec_path, digest.recorded_modules(tree, key))
         cache = FormatCache(tree, key)
     sources: dict[str, str] = {}
@@ -370,6 +474,7 @@ def _generate(
         () if cache is None else (f"{digest.CACHE}/.gitignore", digest.RECORD, format_cache.RECORD)
     )
     try:
+        before = current(files, tree) if args.summary else None
         report = write(files, tree, check=args.check, also=caches)
         if cache is not None:
             digest.record(tree, key, inputs, sources, files)
@@ -387,7 +492,14 @@ def _generate(
         where = exc.filename or out
         print(f"{where}: error: cannot write the output: {exc.strerror or exc}", file=sys.stderr)
         return EXIT_INTERNAL
-    return _stamped(args, _report(args, out, report), spec_path, sources)
+    status = _report(args, out, report)
+    if before is not None:
+        from .review.summary import summarize
+
+        print("summary:")
+        for line in summarize(before, files):
+            print(f"  {line}")
+    return _stamped(args, status, spec_path, sources)
 
 
 def _stamped(args: argparse.Namespace, status: int, spec_path: Path, modules) -> int:

@@ -370,6 +370,14 @@ def _manifest(tree: Tree, problems: list[str]) -> list[str] | None:
     return entries
 
 
+def current(files: dict[str, str], tree: Tree) -> dict[str, str | None]:
+    """What the folder holds now of every file ``files`` names or its manifest lists (None:
+    absent), read through ``tree`` before ``write`` changes it (``regenerate --summary``).
+    Raises UnsafeOutput as ``write`` would."""
+    rels = sorted(set(files) | set(read_manifest(tree) or ()))
+    return {rel: tree.read(rel, strict=False) for rel in rels}
+
+
 def read_manifest(out: Path | Tree) -> list[str] | None:
     """The paths recorded in ``out``'s manifest; None when there is none. Raises UnsafeOutput
     for a manifest that is not a regular file or holds control characters."""
