@@ -13,13 +13,14 @@ the rule as it is.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable
 from pathlib import Path
 
 from ..resolve.sources import module_file, searching
 from .digest import _files
 from .locations import CODEGEN, template_dir
-from .writer import _atomic_write, _umask
+from .writer import file_mode
 
 
 def inputs_read(spec: Path, modules: Iterable[str]) -> list[Path]:
@@ -54,7 +55,23 @@ def rule(target: Path, paths: Iterable[Path]) -> str:
 def write_stamp(stamp: Path, spec: Path, modules: Iterable[str]) -> None:
     """Write ``stamp.d`` (the rule) and then ``stamp``, so that the stamp is never newer than a
     rule that is missing or stale."""
-    mode = 0o666 & ~_umask()
+    mode = file_mode()
     target = stamp.resolve()
     _atomic_write(f"{target}.d", rule(target, inputs_read(spec, modules)), mode)
     _atomic_write(target, "# the last successful regenerate (Note [depfile])\n", mode)
+
+
+def _atomic_write(path: str | Path, content: str, mode: int) -> None:
+    """Write ``content`` to ``path`` (a path the user named, outside the output folder) through
+    a temporary file beside it, renamed over it: a build never reads a torn rule."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, mode)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8", newline="") as f:
+            f.write(content)
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
