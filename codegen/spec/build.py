@@ -11,8 +11,10 @@ import re
 
 from . import build_stages, build_tensors, build_tests
 from .errors import Errors, Location
+from .limits import MAX_OPS
 from .load import Node
 from .model import SPEC_VERSION, Integration, Op, Spec
+from .names import check_namespace, check_operator_module, check_package
 from .reader import Reader, kind
 
 TOP_KEYS = ("version", "namespace", "package", "ops")
@@ -50,18 +52,29 @@ def _spec(reader: Reader, root: Node) -> Spec | None:
         return None
     namespace = "attnops"
     ns_node = m.get("namespace")
+    ns_ok = False
     if ns_node is None:
         reader.error(root.loc, "the spec is missing required key 'namespace'")
     else:
         ns = reader.string(ns_node, "namespace")
         if ns and reader.name(ns, ns_node.loc, "namespace"):
-            namespace = ns
+            problem = check_namespace(ns)
+            if problem:
+                reader.error(ns_node.loc, problem)
+            else:
+                namespace, ns_ok = ns, True
     package = namespace
     pkg_node = m.get("package")
     if pkg_node is not None:
         pkg = reader.string(pkg_node, "package")
         if pkg and reader.name(pkg, pkg_node.loc, "package"):
-            package = pkg
+            problem = check_package(pkg)
+            if problem:
+                reader.error(pkg_node.loc, problem)
+            else:
+                package = pkg
+    elif ns_ok and (problem := check_package(namespace, "namespace")):
+        reader.error(ns_node.loc, f"{problem} (the package takes its name unless 'package' is set)")
     ops_node = m.get("ops")
     ops: list[Op] = []
     if ops_node is not None:
@@ -71,7 +84,15 @@ def _spec(reader: Reader, root: Node) -> Spec | None:
                 "'ops' must be a non-empty mapping of operator names to definitions",
             )
         else:
-            for name, key_loc, node in ops_node.value.entries:
+            entries = ops_node.value.entries
+            if len(entries) > MAX_OPS:
+                # The first MAX_OPS are still built, so that their problems are reported too.
+                reader.error(
+                    entries[MAX_OPS][1],
+                    f"the spec declares {len(entries)} operators; the limit is {MAX_OPS}",
+                )
+                entries = entries[:MAX_OPS]
+            for name, key_loc, node in entries:
                 reader.op = name
                 op = _op(reader, name, key_loc, node, namespace)
                 reader.op = None
@@ -84,6 +105,9 @@ def _op(reader: Reader, name: str, key_loc: Location, node: Node, namespace: str
     ok = reader.name(name, key_loc, "operator name")
     if ok and not re.fullmatch(r"[a-z][a-z0-9_]*", name):
         reader.error(key_loc, f"operator name '{name}' must be lower_snake_case")
+        ok = False
+    if ok and (problem := check_operator_module(name)):
+        reader.error(key_loc, problem)
         ok = False
     m = reader.mapping(
         node,
