@@ -89,6 +89,7 @@ def _loc(path: str, mark: yaml.Mark) -> Location:
 # constructor is called, so values and errors are the same). Plain strings are the text itself.
 _STR_TAG = "tag:yaml.org,2002:str"
 _INT_TAG = "tag:yaml.org,2002:int"
+_MISSING = object()
 # What pyyaml's scalar constructors raise on a malformed explicitly tagged value: ``!!bool x``
 # (KeyError), ``!!int ''`` (IndexError), ``!!float x`` (ValueError), a bad ``!!timestamp``.
 _CONSTRUCT_ERRORS = (ValueError, TypeError, OverflowError, AttributeError, KeyError, IndexError)
@@ -131,8 +132,10 @@ class _Reader:
         self.another: yaml.YAMLError | None = None
         self.depth = 0
         self.nodes = 0
-        # Plain scalars resolve by their text alone (the loader has no path resolvers).
+        # Plain scalars resolve by their text alone (the loader has no path resolvers), and the
+        # numbers, booleans and nulls are made from their tag and text alone.
         self.resolved: dict[tuple[str, Any], str] = {}
+        self.constructed: dict[tuple[str, str], Any] = {}
 
     def read(self, text: str) -> Node | None:
         """The first document's root (None for an empty stream); every event is read."""
@@ -299,6 +302,10 @@ class _Reader:
                 f"an integer written with {len(event.value)} characters; "
                 f"the limit is {MAX_INT_TEXT} (integers must fit in 64 bits)"
             )
+        key = (tag, event.value)
+        value = self.constructed.get(key, _MISSING)
+        if value is not _MISSING:
+            return value
         node = yaml.ScalarNode(tag, event.value, event.start_mark, event.end_mark, event.style)
         constructor = _SCALAR_CONSTRUCTORS.get(tag)
         if constructor is None:
@@ -306,6 +313,7 @@ class _Reader:
         value = constructor(self.loader, node)
         if tag == _INT_TAG and (problem := int_problem(value)):
             raise _TooLarge(f"{problem}, got {event.value}")
+        self.constructed[key] = value
         return value
 
     def scalar(self, event: yaml.ScalarEvent, loc: Location) -> Node:
