@@ -262,6 +262,14 @@ NAMES = [
         ],
     ),
     (
+        "an operator named like a generated module",
+        replace("  l2norm:", "  _runtime:"),
+        [
+            "ops.yaml:4:3: error: [_runtime] operator name '_runtime' must not start with '_' "
+            "(reserved for generated internals)"
+        ],
+    ),
+    (
         "an operator pytest loads",
         replace("  l2norm:", "  conftest:"),
         [
@@ -444,6 +452,19 @@ def test_reserved_packages():
         ), name
     for name in ("attnops", "demo", "mylib", "flash_ops"):
         assert names.check_package(name) is None
+
+
+def test_operators_whose_result_types_collide():
+    op = BASE.split("ops:\n")[1]
+    text = BASE + "".join(
+        op.replace("  l2norm:", f"  {n}:") for n in ("l2norm_", "l2__norm", "l2_norm")
+    )
+    assert _errors(text) == [
+        "ops.yaml:25:3: error: [l2norm_] operator 'l2norm_' and operator 'l2norm' would both "
+        "export the type 'L2normOutput' from the package; rename one",
+        "ops.yaml:67:3: error: [l2_norm] operator 'l2_norm' and operator 'l2__norm' would both "
+        "export the type 'L2NormOutput' from the package; rename one",
+    ]
 
 
 @pytest.mark.parametrize("name", ["test", "tests", "testing", "attest", "contest", "latest"])

@@ -14,7 +14,7 @@ from .errors import Errors, Location
 from .limits import MAX_OPS
 from .load import Node
 from .model import SPEC_VERSION, Integration, Op, Spec
-from .names import check_namespace, check_operator_module, check_package
+from .names import camel, check_namespace, check_operator_module, check_package
 from .reader import Reader, kind
 
 TOP_KEYS = ("version", "namespace", "package", "ops")
@@ -98,7 +98,25 @@ def _spec(reader: Reader, root: Node) -> Spec | None:
                 reader.op = None
                 if op is not None:
                     ops.append(op)
+            _distinct_types(reader, ops)
     return Spec(SPEC_VERSION, namespace, package, tuple(ops), reader.path)
+
+
+def _distinct_types(reader: Reader, ops: list[Op]) -> None:
+    """The package exports each operator's result type ``<CamelName>Output``: 'foo_bar' and
+    'foo__bar' (or 'foo' and 'foo_') would export one name twice."""
+    first: dict[str, str] = {}
+    for op in ops:
+        result = f"{camel(op.name)}Output"
+        if result in first:
+            reader.errors.add(
+                op.loc,
+                f"operator '{op.name}' and operator '{first[result]}' would both export the type "
+                f"'{result}' from the package; rename one",
+                op.name,
+            )
+        else:
+            first[result] = op.name
 
 
 def _op(reader: Reader, name: str, key_loc: Location, node: Node, namespace: str) -> Op | None:
