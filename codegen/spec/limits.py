@@ -22,14 +22,14 @@ INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 # 0b prefixes included); longer text cannot hold a 64-bit value (or is padded to look harmless).
 MAX_INT_TEXT = 80
 # Dim expressions (shape entries, derived dims, each side of a check).
-MAX_EXPR_CHARS = 256
-MAX_EXPR_TOKENS = 64
-MAX_EXPR_DEPTH = 8
+MAX_EXPR_CHARS = 512
+MAX_EXPR_TOKENS = 128
+MAX_EXPR_DEPTH = 16
 # Schema strings (forward, backward, arity_pair).
-MAX_SCHEMA_CHARS = 4096
+MAX_SCHEMA_CHARS = 8192
 MAX_SCHEMA_DEPTH = 8
-MAX_ARGUMENTS = 128
-MAX_RETURNS = 32
+MAX_ARGUMENTS = 256
+MAX_RETURNS = 64
 # Entries of one operator's sections.
 MAX_RANK = 32  # entries of a shape, '...' included
 MAX_DIMS = 64  # derived and dynamic dims
