@@ -202,6 +202,11 @@ CASES = [
         ["ops.yaml:19:18: error: [l2norm] 'constraints': 65 constraints; the limit is 64"],
     ),
     (
+        "too many values of a variant",
+        replace("kind: [softplus, lower_bound]", "kind: " + _many(65, "softplus"), GATE),
+        ["ops.yaml:12:13: error: [gate] variant 'kind': 65 values; the limit is 64"],
+    ),
+    (
         "too many samples",
         replace("samples:\n        - {batch: [2], D: 8}", "samples: " + _many(65, "{D: 8}")),
         ["ops.yaml:21:16: error: [l2norm] 'samples': 65 samples; the limit is 64"],
