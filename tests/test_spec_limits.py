@@ -213,8 +213,16 @@ CASES = [
     ),
     (
         "too many values in a sample list",
-        replace("{batch: [2], D: 8}", "{batch: " + _many(4097, "1") + ", D: 8}"),
-        ["ops.yaml:22:19: error: [l2norm] sample value of 'batch': 4097 values; the limit is 4096"],
+        replace("{batch: [2], D: 8}", "{batch: [2], D: 8, x: " + _many(4097, "1") + "}"),
+        ["ops.yaml:22:33: error: [l2norm] sample value of 'x': 4097 values; the limit is 4096"],
+    ),
+    (
+        "too many batch sizes in a sample",
+        replace("{batch: [2], D: 8}", "{batch: " + _many(33, "1") + ", D: 8}"),
+        [
+            "ops.yaml:22:19: error: [l2norm] 'batch': 33 sizes; the limit is 32 (the dims '...' "
+            "stands for)"
+        ],
     ),
     (
         "a long operator name",

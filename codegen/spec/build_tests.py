@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 
 from .build_tensors import dtype_list
-from .limits import MAX_SAMPLE_VALUES, MAX_SAMPLES, count_problem
+from .limits import MAX_RANK, MAX_SAMPLE_VALUES, MAX_SAMPLES, count_problem
 from .load import Node
 from .model import DType, Sample, TestPlan, Tolerance, Varlen
 from .reader import Reader, is_size, kind
@@ -84,6 +84,9 @@ def _sample(reader: Reader, item: Node) -> Sample | None:
         if key == "batch":
             if not v.is_seq or not all(is_size(x.value) for x in v.value):
                 reader.error(v.loc, "'batch' must be a list of sizes (the dims matched by '...')")
+                return None
+            if problem := count_problem(len(v.value), MAX_RANK, "sizes"):
+                reader.error(v.loc, f"'batch': {problem} (the dims '...' stands for)")
                 return None
             batch = tuple(x.value for x in v.value)
         elif v.is_seq:
