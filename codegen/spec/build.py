@@ -11,7 +11,7 @@ import re
 
 from . import build_stages, build_tensors, build_tests
 from .errors import Errors, Location
-from .limits import MAX_OPS
+from .limits import MAX_NAME, MAX_OPS
 from .load import Node
 from .model import SPEC_VERSION, Integration, Op, Spec
 from .names import camel, check_namespace, check_operator_module, check_package
@@ -93,7 +93,8 @@ def _spec(reader: Reader, root: Node) -> Spec | None:
                 )
                 entries = entries[:MAX_OPS]
             for name, key_loc, node in entries:
-                reader.op = name
+                # A name over the limit is refused; diagnostics name it by its beginning.
+                reader.op = name if len(name) <= MAX_NAME else name[:MAX_NAME] + "..."
                 op = _op(reader, name, key_loc, node, namespace)
                 reader.op = None
                 if op is not None:
