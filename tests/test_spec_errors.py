@@ -249,7 +249,7 @@ CASES = [
         "tolerance-shape",
         replace("float32: [1.0e-5, 1.0e-5]", "float32: [1.0e-5]"),
         [
-            "ops.yaml:24:18: error: [l2norm] tolerance for float32 must be [atol, rtol], two non-negative numbers"
+            "ops.yaml:24:18: error: [l2norm] tolerance for float32 must be [atol, rtol], two finite non-negative numbers"
         ],
     ),
     (

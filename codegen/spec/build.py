@@ -11,8 +11,10 @@ import re
 
 from . import build_stages, build_tensors, build_tests
 from .errors import Errors, Location
+from .limits import MAX_NAME, MAX_OPS
 from .load import Node
 from .model import SPEC_VERSION, Integration, Op, Spec
+from .names import camel, check_namespace, check_operator_module, check_package
 from .reader import Reader, kind
 
 TOP_KEYS = ("version", "namespace", "package", "ops")
@@ -51,18 +53,29 @@ def _spec(reader: Reader, root: Node) -> Spec | None:
         return None
     namespace = "attnops"
     ns_node = m.get("namespace")
+    ns_ok = False
     if ns_node is None:
         reader.error(root.loc, "the spec is missing required key 'namespace'")
     else:
         ns = reader.string(ns_node, "namespace")
         if ns and reader.name(ns, ns_node.loc, "namespace"):
-            namespace = ns
+            problem = check_namespace(ns)
+            if problem:
+                reader.error(ns_node.loc, problem)
+            else:
+                namespace, ns_ok = ns, True
     package = namespace
     pkg_node = m.get("package")
     if pkg_node is not None:
         pkg = reader.string(pkg_node, "package")
         if pkg and reader.name(pkg, pkg_node.loc, "package"):
-            package = pkg
+            problem = check_package(pkg)
+            if problem:
+                reader.error(pkg_node.loc, problem)
+            else:
+                package = pkg
+    elif ns_ok and (problem := check_package(namespace, "namespace")):
+        reader.error(ns_node.loc, f"{problem} (the package takes its name unless 'package' is set)")
     ops_node = m.get("ops")
     ops: list[Op] = []
     if ops_node is not None:
@@ -72,19 +85,49 @@ def _spec(reader: Reader, root: Node) -> Spec | None:
                 "'ops' must be a non-empty mapping of operator names to definitions",
             )
         else:
-            for name, key_loc, node in ops_node.value.entries:
-                reader.op = name
+            entries = ops_node.value.entries
+            if len(entries) > MAX_OPS:
+                # The first MAX_OPS are still built, so that their problems are reported too.
+                reader.error(
+                    entries[MAX_OPS][1],
+                    f"the spec declares {len(entries)} operators; the limit is {MAX_OPS}",
+                )
+                entries = entries[:MAX_OPS]
+            for name, key_loc, node in entries:
+                # A name over the limit is refused; diagnostics name it by its beginning.
+                reader.op = name if len(name) <= MAX_NAME else name[:MAX_NAME] + "..."
                 op = _op(reader, name, key_loc, node, namespace)
                 reader.op = None
                 if op is not None:
                     ops.append(op)
+            _distinct_types(reader, ops)
     return Spec(SPEC_VERSION, namespace, package, tuple(ops), reader.path)
+
+
+def _distinct_types(reader: Reader, ops: list[Op]) -> None:
+    """The package exports each operator's result type ``<CamelName>Output``: 'foo_bar' and
+    'foo__bar' (or 'foo' and 'foo_') would export one name twice."""
+    first: dict[str, str] = {}
+    for op in ops:
+        result = f"{camel(op.name)}Output"
+        if result in first:
+            reader.errors.add(
+                op.loc,
+                f"operator '{op.name}' and operator '{first[result]}' would both export the type "
+                f"'{result}' from the package; rename one",
+                op.name,
+            )
+        else:
+            first[result] = op.name
 
 
 def _op(reader: Reader, name: str, key_loc: Location, node: Node, namespace: str) -> Op | None:
     ok = reader.name(name, key_loc, "operator name")
     if ok and not re.fullmatch(r"[a-z][a-z0-9_]*", name):
         reader.error(key_loc, f"operator name '{name}' must be lower_snake_case")
+        ok = False
+    if ok and (problem := check_operator_module(name)):
+        reader.error(key_loc, problem)
         ok = False
     m = reader.mapping(
         node,

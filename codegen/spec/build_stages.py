@@ -10,6 +10,15 @@ from __future__ import annotations
 import re
 
 from .errors import did_you_mean, one_of
+from .limits import (
+    MAX_ARGUMENTS,
+    MAX_CONSTRAINTS,
+    MAX_DIMS,
+    MAX_RETURNS,
+    MAX_VARIANT_VALUES,
+    count_problem,
+    schema_problem,
+)
 from .load import Mapping, Node
 from .model import (
     BACKENDS,
@@ -43,10 +52,7 @@ def stage(reader: Reader, node: Node, qualname: str, what: str) -> Stage | None:
     schema_node = m.get("schema")
     text = reader.string(schema_node, f"{what} schema")
     if text is not None:
-        try:
-            schema = parse_schema(qualname, text, forward=what == "forward")
-        except SchemaError as exc:
-            reader.error(inside(schema_node, exc.offset), f"{what} schema: {exc.message}")
+        schema = _schema(reader, schema_node, qualname, text, what, what == "forward")
     launchers: list[Launcher] = []
     ln = m.get("launchers")
     if ln is not None:
@@ -88,6 +94,27 @@ def stage(reader: Reader, node: Node, qualname: str, what: str) -> Stage | None:
     at = returns_offset(text)
     returns_loc = inside(schema_node, at) if at is not None else schema_node.loc
     return Stage(schema, schema_node.loc, tuple(launchers), node.loc, arg_locs, returns_loc)
+
+
+def _schema(
+    reader: Reader, node: Node, qualname: str, text: str, what: str, forward: bool
+) -> Schema | None:
+    """The parsed schema of ``node``, or None with the problem reported. Its size is measured
+    before torch's parser reads it, and its arguments and returns counted after (limits.py)."""
+    problem = schema_problem(text)
+    if problem is None:
+        try:
+            schema = parse_schema(qualname, text, forward=forward)
+        except SchemaError as exc:
+            reader.error(inside(node, exc.offset), f"{what} schema: {exc.message}")
+            return None
+        problem = count_problem(len(schema.arguments), MAX_ARGUMENTS, "arguments") or count_problem(
+            len(schema.returns), MAX_RETURNS, "returns"
+        )
+        if problem is None:
+            return schema
+    reader.error(node.loc, f"{what} schema: {problem}")
+    return None
 
 
 BACKEND_KEYS = ("backend", "launcher", "layout", "int64", "signatures")
@@ -283,10 +310,8 @@ def arity_pair(reader: Reader, node: Node, qualname: str) -> ArityPair | None:
     text = reader.string(schema_node, "arity_pair schema")
     if text is None:
         return None
-    try:
-        schema = parse_schema(qualname, text)
-    except SchemaError as exc:
-        reader.error(inside(schema_node, exc.offset), f"arity_pair schema: {exc.message}")
+    schema = _schema(reader, schema_node, qualname, text, "arity_pair", False)
+    if schema is None:
         return None
     return ArityPair(flag, schema, schema_node.loc, after, suffix, node.loc)
 
@@ -294,6 +319,9 @@ def arity_pair(reader: Reader, node: Node, qualname: str) -> ArityPair | None:
 def dims(reader: Reader, node: Node):
     if not node.is_map:
         reader.error(node.loc, "'dims' must map dim names to an expression or {dynamic: true}")
+        return None, None
+    if problem := count_problem(len(node.value.entries), MAX_DIMS, "dims"):
+        reader.error(node.loc, f"'dims': {problem}")
         return None, None
     derived, dynamic = [], []
     for name, item in node.value.items():
@@ -321,6 +349,11 @@ def variants(reader: Reader, node: Node) -> tuple[Variant, ...] | None:
         return None
     out = []
     for arg, item in node.value.items():
+        if item.is_seq and (
+            problem := count_problem(len(item.value), MAX_VARIANT_VALUES, "values")
+        ):
+            reader.error(item.loc, f"variant '{arg}': {problem}")
+            return None
         values = [v.value for v in item.value] if item.is_seq else None
         if not values or any(isinstance(v, (list, tuple, Mapping)) or v is None for v in values):
             reader.error(
@@ -340,6 +373,9 @@ def constraints(reader: Reader, node: Node) -> tuple[Constraint, ...] | None:
         reader.error(
             node.loc, "'constraints' must be a list of {check: ..., when: ..., message: ...}"
         )
+        return None
+    if problem := count_problem(len(node.value), MAX_CONSTRAINTS, "constraints"):
+        reader.error(node.loc, f"'constraints': {problem}")
         return None
     out = []
     for item in node.value:

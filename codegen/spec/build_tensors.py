@@ -35,6 +35,12 @@ def read_shape(reader: Reader, node: Node | None, what: str) -> Shape | None:
     if not node.is_seq:
         reader.error(node.loc, f"{what} must be a list of dims such as [..., D], got {kind(node)}")
         return None
+    if empty := next((n for n in node.value if n.value is None), None):
+        # At the entry: a value the loader refused is reported there once (pipeline.analyse).
+        reader.error(
+            empty.loc, f"{what}: shape entry None must be '...', an integer or a dim expression"
+        )
+        return None
     try:
         return parse_shape([n.value for n in node.value])
     except ShapeError as exc:

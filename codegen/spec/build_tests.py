@@ -7,7 +7,10 @@ in ``resolve/validate``.
 
 from __future__ import annotations
 
+import math
+
 from .build_tensors import dtype_list
+from .limits import MAX_RANK, MAX_SAMPLE_VALUES, MAX_SAMPLES, count_problem
 from .load import Node
 from .model import DType, Sample, TestPlan, Tolerance, Varlen
 from .reader import Reader, is_size, kind
@@ -57,6 +60,9 @@ def _samples(reader: Reader, node: Node) -> tuple[Sample, ...] | None:
             "'samples' must be a non-empty list of dim sizes, e.g. - {batch: [2, 3], D: 128}",
         )
         return None
+    if problem := count_problem(len(node.value), MAX_SAMPLES, "samples"):
+        reader.error(node.loc, f"'samples': {problem}")
+        return None
     samples = []
     for item in node.value:
         sample = _sample(reader, item)
@@ -72,9 +78,15 @@ def _sample(reader: Reader, item: Node) -> Sample | None:
         return None
     entries, batch = [], None
     for key, v in item.value.items():
+        if v.is_seq and (problem := count_problem(len(v.value), MAX_SAMPLE_VALUES, "values")):
+            reader.error(v.loc, f"sample value of '{key}': {problem}")
+            return None
         if key == "batch":
             if not v.is_seq or not all(is_size(x.value) for x in v.value):
                 reader.error(v.loc, "'batch' must be a list of sizes (the dims matched by '...')")
+                return None
+            if problem := count_problem(len(v.value), MAX_RANK, "sizes"):
+                reader.error(v.loc, f"'batch': {problem} (the dims '...' stands for)")
                 return None
             batch = tuple(x.value for x in v.value)
         elif v.is_seq:
@@ -123,11 +135,13 @@ def tolerance(reader: Reader, node: Node, what: str) -> tuple[tuple[DType, Toler
             vals is None
             or len(vals) != 2
             or not all(
-                isinstance(v, (int, float)) and not isinstance(v, bool) and v >= 0 for v in vals
+                isinstance(v, (int, float)) and not isinstance(v, bool) and 0 <= v < math.inf
+                for v in vals
             )
         ):
             reader.error(
-                item.loc, f"{what} for {name} must be [atol, rtol], two non-negative numbers"
+                item.loc,
+                f"{what} for {name} must be [atol, rtol], two finite non-negative numbers",
             )
             return None
         out.append((dt, Tolerance(float(vals[0]), float(vals[1]))))

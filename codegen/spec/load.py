@@ -8,17 +8,20 @@ Anchors, aliases and merge keys (``&base``, ``*base``, ``<<: *base``) are refuse
 location, before anything is built: a spec is read by people and diffed in review, where an alias
 hides what an operator declares, and refusing them rules out the exponential expansion of
 "billion laughs" documents and the cycles of recursive aliases. Nesting deeper than ``MAX_DEPTH``
-is refused too, so no document can exhaust the stack.
+is refused too, so no document can exhaust the stack, and so are a text of more than
+``MAX_SPEC_BYTES`` (before it is parsed), more than ``MAX_NODES`` values (reading stops there) and
+integers that do not fit in 64 bits (limits.py).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import yaml
 
 from .errors import Errors, Location
+from .limits import MAX_INT_TEXT, MAX_SPEC_BYTES, int_problem
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,24 +45,27 @@ class Node:
 
 @dataclass(frozen=True, slots=True)
 class Mapping:
-    """An ordered mapping of string keys to nodes, with each key's own location."""
+    """An ordered mapping of string keys to nodes, with each key's own location.
+
+    Keys are distinct (the loader reports duplicates); ``index`` finds an entry by its key in
+    constant time, so that reading every key of a large mapping stays linear.
+    """
 
     entries: tuple[tuple[str, Location, Node], ...]
+    index: dict[str, int] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "index", {k: i for i, (k, _, _) in enumerate(self.entries)})
 
     def keys(self) -> list[str]:
         return [k for k, _, _ in self.entries]
 
     def get(self, key: str) -> Node | None:
-        for k, _, node in self.entries:
-            if k == key:
-                return node
-        return None
+        i = self.index.get(key)
+        return None if i is None else self.entries[i][2]
 
     def key_loc(self, key: str) -> Location:
-        for k, loc, _ in self.entries:
-            if k == key:
-                return loc
-        raise KeyError(key)
+        return self.entries[self.index[key]][1]
 
     def items(self):
         return [(k, node) for k, _, node in self.entries]
@@ -71,6 +77,8 @@ _PLAIN_TAGS = ("tag:yaml.org,2002:map", "tag:yaml.org,2002:seq")
 _MERGE_TAG = "tag:yaml.org,2002:merge"
 _SCALAR_TYPES = (str, int, float, bool, type(None))
 MAX_DEPTH = 64
+# Scalars, lists and mappings of one document: about 150 make an operator (docs/spec.md, "Limits").
+MAX_NODES = 250_000
 
 
 def _loc(path: str, mark: yaml.Mark) -> Location:
@@ -80,6 +88,8 @@ def _loc(path: str, mark: yaml.Mark) -> Location:
 # Scalars the spec uses, constructed without construct_object's bookkeeping (the same
 # constructor is called, so values and errors are the same). Plain strings are the text itself.
 _STR_TAG = "tag:yaml.org,2002:str"
+_INT_TAG = "tag:yaml.org,2002:int"
+_MISSING = object()
 # What pyyaml's scalar constructors raise on a malformed explicitly tagged value: ``!!bool x``
 # (KeyError), ``!!int ''`` (IndexError), ``!!float x`` (ValueError), a bad ``!!timestamp``.
 _CONSTRUCT_ERRORS = (ValueError, TypeError, OverflowError, AttributeError, KeyError, IndexError)
@@ -95,7 +105,12 @@ _SCALAR_CONSTRUCTORS = {
 
 
 class _Deep(Exception):
-    """The document nests deeper than MAX_DEPTH: reading stops there."""
+    """The document nests deeper than MAX_DEPTH or has more than MAX_NODES values: reading stops
+    there."""
+
+
+class _TooLarge(ValueError):
+    """An integer that does not fit in 64 bits, refused without echoing its text."""
 
 
 class _Reader:
@@ -116,8 +131,11 @@ class _Reader:
         # The composer's error for a second document: reported only when nothing was refused.
         self.another: yaml.YAMLError | None = None
         self.depth = 0
-        # Plain scalars resolve by their text alone (the loader has no path resolvers).
+        self.nodes = 0
+        # Plain scalars resolve by their text alone (the loader has no path resolvers), and the
+        # numbers, booleans and nulls are made from their tag and text alone.
         self.resolved: dict[tuple[str, Any], str] = {}
+        self.constructed: dict[tuple[str, str], Any] = {}
 
     def read(self, text: str) -> Node | None:
         """The first document's root (None for an empty stream); every event is read."""
@@ -170,6 +188,14 @@ class _Reader:
                     _loc(self.path, event.start_mark),
                     f"YAML anchors and aliases are not supported (anchor '&{event.anchor}'); write the value out",
                 )
+            self.nodes += 1
+            if self.nodes > MAX_NODES:
+                self.refused.add(
+                    _loc(self.path, event.start_mark),
+                    f"the spec has more than {MAX_NODES} values (scalars, lists and mappings); "
+                    "that is the limit",
+                )
+                raise _Deep
             if cls is not yaml.ScalarEvent:
                 self.depth += 1
                 if self.depth > MAX_DEPTH:
@@ -231,6 +257,10 @@ class _Reader:
                 continue
             try:
                 key = self.value(key_event, tag)
+            except _TooLarge as exc:
+                errors.add(key_loc, f"invalid YAML key: {exc}")
+                self.skip(self.next())
+                continue
             except (yaml.YAMLError, *_CONSTRUCT_ERRORS) as exc:
                 errors.add(key_loc, f"invalid YAML key: {getattr(exc, 'problem', None) or exc}")
                 self.skip(self.next())
@@ -267,11 +297,24 @@ class _Reader:
         """
         if tag == _STR_TAG:
             return event.value
+        if tag == _INT_TAG and len(event.value) > MAX_INT_TEXT:
+            raise _TooLarge(
+                f"an integer written with {len(event.value)} characters; "
+                f"the limit is {MAX_INT_TEXT} (integers must fit in 64 bits)"
+            )
+        key = (tag, event.value)
+        value = self.constructed.get(key, _MISSING)
+        if value is not _MISSING:
+            return value
         node = yaml.ScalarNode(tag, event.value, event.start_mark, event.end_mark, event.style)
         constructor = _SCALAR_CONSTRUCTORS.get(tag)
         if constructor is None:
             return self.loader.construct_object(node)
-        return constructor(self.loader, node)
+        value = constructor(self.loader, node)
+        if tag == _INT_TAG and (problem := int_problem(value)):
+            raise _TooLarge(f"{problem}, got {event.value}")
+        self.constructed[key] = value
+        return value
 
     def scalar(self, event: yaml.ScalarEvent, loc: Location) -> Node:
         shift = None
@@ -280,6 +323,9 @@ class _Reader:
         tag = self.tag(event)
         try:
             value = self.value(event, tag)
+        except _TooLarge as exc:
+            self.errors.add(loc, f"invalid YAML value: {exc}")
+            return Node(None, loc)
         except yaml.YAMLError as exc:
             self.errors.add(loc, f"invalid YAML value: {getattr(exc, 'problem', None) or exc}")
             return Node(None, loc)
@@ -329,6 +375,18 @@ def load_spec(text: str, path: str, errors: Errors | None = None) -> Node:
     errors = Errors() if errors is None else errors
     if text.startswith("\ufeff"):
         text = text[1:]  # a byte-order mark is not part of the document
+    if len(text) > MAX_SPEC_BYTES // 4:  # else its UTF-8 cannot be over the limit
+        data = text.encode("utf-8", "surrogatepass")
+        if len(data) > MAX_SPEC_BYTES:
+            position = len(data[:MAX_SPEC_BYTES].decode("utf-8", "ignore"))
+            line = text.count("\n", 0, position) + 1
+            col = position - (text.rfind("\n", 0, position) + 1) + 1
+            errors.add(
+                Location(path, line, col),
+                f"the spec is {len(data)} bytes long; the limit is {MAX_SPEC_BYTES} bytes "
+                "(the text from here on is over it)",
+            )
+            errors.raise_if_any()
     reader = _Reader(path)
     root = reader.read(text)
     if reader.refused.items:

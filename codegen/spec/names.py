@@ -11,6 +11,7 @@ from __future__ import annotations
 import builtins
 import keyword
 import re
+import sys
 
 IDENTIFIER = re.compile(r"[A-Za-z][A-Za-z0-9_]*")
 RESERVED = frozenset(
@@ -137,3 +138,129 @@ def check_name(name: object, what: str, builtins_ok: bool = False) -> str | None
 
 def camel(name: str) -> str:
     return "".join(part[:1].upper() + part[1:] for part in name.split("_") if part)
+
+
+# Note [reserved library names]: the namespace, the package and each operator name become names
+# outside the generated code: a torch.library namespace, an importable top-level package, a module
+# and a test file beside pytest's. Each is refused where it would take a name someone else owns.
+# The lists are fixed in the source, not read from the running environment, so that whether a
+# spec is accepted does not depend on what happens to be installed.
+#
+# Namespaces torch registers operators in (torch._C._dispatch_get_all_op_names() after
+# ``import torch``; tests/test_spec_limits.py keeps this list a superset of it), those it
+# reserves (torch.library refuses to define in 'prim') and its own and its device backends'
+# names. Names that begin with '_' are refused by check_name already.
+TORCH_NAMESPACES = frozenset(
+    {
+        "aten",
+        "c10",
+        "c10d",
+        "cuda",
+        "debug_mode_ops",
+        "debugprims",
+        "export",
+        "higher_order",
+        "inductor",
+        "inductor_prims",
+        "mkl",
+        "mkldnn",
+        "mkldnn_prepacked",
+        "mps",
+        "onednn",
+        "prim",
+        "prims",
+        "profiler",
+        "quantization",
+        "quantized",
+        "rngprims",
+        "sparse",
+        "static_runtime",
+        "symm_mem",
+        "torch",
+        "xpu",
+    }
+)
+# Top-level modules of the standard library of every Python the generator runs on (3.10 to 3.14):
+# this Python's list plus those added or removed by the others.
+STDLIB_MODULES = frozenset(sys.stdlib_module_names) | frozenset(
+    {
+        "aifc",
+        "annotationlib",
+        "asynchat",
+        "asyncore",
+        "audioop",
+        "cgi",
+        "cgitb",
+        "chunk",
+        "compression",
+        "crypt",
+        "distutils",
+        "imghdr",
+        "imp",
+        "lib2to3",
+        "mailcap",
+        "msilib",
+        "nis",
+        "nntplib",
+        "ossaudiodev",
+        "pipes",
+        "smtpd",
+        "sndhdr",
+        "spwd",
+        "sunau",
+        "telnetlib",
+        "tomllib",
+        "uu",
+        "xdrlib",
+    }
+)
+# Packages the generator, the generated code and its tests import, the project's own, and the
+# folder the generated tests are written to beside the package.
+IMPORTED_PACKAGES = frozenset(
+    {
+        "attnops_kernels",
+        "codegen",
+        "cutlass",
+        "jinja2",
+        "numpy",
+        "pytest",
+        "setuptools",
+        "tests",
+        "torch",
+        "triton",
+        "yaml",
+    }
+)
+# Module names pytest gives a meaning to (a generated package may sit where pytest collects).
+PYTEST_MODULES = frozenset({"conftest"})
+
+
+def check_namespace(name: str) -> str | None:
+    """A problem with ``name`` as the torch.library namespace, or None (Note [reserved library
+    names]); ``check_name`` has accepted it."""
+    if name in TORCH_NAMESPACES:
+        return f"namespace '{name}' belongs to PyTorch; choose the name of your library"
+    return None
+
+
+def check_package(name: str, what: str = "package") -> str | None:
+    """A problem with ``name`` as the generated package's import name, or None (Note [reserved
+    library names]); ``check_name`` has accepted it."""
+    if name in STDLIB_MODULES:
+        return f"{what} '{name}' would shadow the standard library module '{name}'"
+    if name in IMPORTED_PACKAGES:
+        return f"{what} '{name}' would shadow the package '{name}', which the generated code or its tests use"
+    return None
+
+
+def check_operator_module(name: str) -> str | None:
+    """A problem with ``name`` as a module of the generated package, or None (Note [reserved
+    library names]): pytest reads ``conftest.py`` and collects ``test_*.py`` and ``*_test.py``."""
+    if name in PYTEST_MODULES:
+        return f"operator name '{name}' would make the module '{name}.py', which pytest loads as its configuration"
+    if name.startswith("test_") or name.endswith("_test"):
+        return (
+            f"operator name '{name}' would make the module '{name}.py', which pytest collects as "
+            "a test file; choose a name that neither starts with 'test_' nor ends with '_test'"
+        )
+    return None

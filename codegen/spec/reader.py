@@ -8,6 +8,7 @@ required ones, and reads non-empty strings and identifiers. The section builders
 from __future__ import annotations
 
 from .errors import Errors, Location, did_you_mean, one_of
+from .limits import name_problem
 from .load import Mapping, Node
 from .names import check_name
 
@@ -62,7 +63,7 @@ class Reader:
         return node.value
 
     def name(self, value: str, loc: Location, what: str) -> bool:
-        problem = check_name(value, what)
+        problem = (isinstance(value, str) and name_problem(value, what)) or check_name(value, what)
         if problem:
             self.error(loc, problem)
             return False

@@ -3,7 +3,9 @@
 Each entry is ``...`` (the shared leading dims, called ``batch`` in test samples), an integer, or an
 integer expression over dim names with ``+ - * //`` and parentheses. Expressions are parsed with
 Python's ``ast`` and only that grammar is accepted; generated code is re-rendered from the checked
-tree, never pasted from the spec.
+tree, never pasted from the spec. Text longer, more nested or with more tokens than limits.py
+allows is refused before ``ast.parse`` reads it, so no tree is deeper than its token count and
+no walk below recurses further.
 """
 
 from __future__ import annotations
@@ -11,6 +13,8 @@ from __future__ import annotations
 import ast
 import functools
 from dataclasses import dataclass
+
+from .limits import MAX_RANK, count_problem, expression_problem, int_problem
 
 ELLIPSIS = "..."
 
@@ -198,6 +202,8 @@ def _check(node: ast.AST, names: list[str], tensors: list[str] | None = None) ->
     if isinstance(node, ast.Constant):
         if isinstance(node.value, bool) or not isinstance(node.value, int):
             raise ShapeError(f"only integer literals are allowed, got {node.value!r}")
+        if problem := int_problem(node.value):
+            raise ShapeError(f"{problem}, got {node.value}")
         return
     if isinstance(node, ast.Name):
         if node.id.startswith("_"):
@@ -236,6 +242,7 @@ def parse_entry(entry: object) -> Expr | str:
 @functools.lru_cache(maxsize=4096)
 def _shape_expr(entry: str) -> Expr:
     """A shape entry's checked expression, kept per text: most shapes reuse a few dim names."""
+    _measure(entry)
     try:
         tree = ast.parse(entry.strip(), mode="eval").body
     except SyntaxError:
@@ -252,6 +259,7 @@ def parse_dim_expr(text: object) -> Expr:
         return Expr(str(text), ())
     if not isinstance(text, str) or not text.strip():
         raise ShapeError(f"a derived dim must be an expression string, got {text!r}")
+    _measure(text)
     try:
         tree = ast.parse(text.strip(), mode="eval").body
     except SyntaxError:
@@ -262,7 +270,15 @@ def parse_dim_expr(text: object) -> Expr:
     return Expr(_render(tree, {}), tuple(names), tuple(tensors))
 
 
+def _measure(text: str) -> None:
+    """Refuse text too large to parse (limits.py), before anything recursive reads it."""
+    if problem := expression_problem(text):
+        raise ShapeError(problem)
+
+
 def parse_shape(entries: list[object]) -> Shape:
+    if problem := count_problem(len(entries), MAX_RANK, "entries in the shape"):
+        raise ShapeError(problem)
     parsed = tuple(parse_entry(e) for e in entries)
     if parsed.count(ELLIPSIS) > 1:
         raise ShapeError("'...' may appear at most once in a shape")
@@ -307,6 +323,7 @@ class Condition:
 def parse_condition(text: object) -> Condition:
     if not isinstance(text, str) or not text.strip():
         raise ShapeError(f"a check must be a comparison such as 'B == 1', got {text!r}")
+    _measure(text)
     try:
         tree = ast.parse(text.strip(), mode="eval").body
     except SyntaxError:
