@@ -386,8 +386,8 @@ def _signature(parsed, text: str, forward: bool) -> tuple[tuple[Argument, ...], 
     names: set[str] = set()
     for i, (ret, (offset, spelled)) in enumerate(zip(parsed.returns, spans[1], strict=True)):
         written = type_text(ret.real_type)
-        if written not in ("Tensor", "Tensor?"):
-            raise SchemaError(_return_problem(i, written, spelled), offset)
+        if written not in ("Tensor", "Tensor?") and not (forward and written == "Tensor[]"):
+            raise SchemaError(_return_problem(i, written, spelled, forward), offset)
         if ret.alias_info is not None:
             raise SchemaError(
                 f"return {i} has the alias annotation '{spelled}'; returns are new tensors, "
@@ -404,7 +404,7 @@ def _signature(parsed, text: str, forward: bool) -> tuple[tuple[Argument, ...], 
 
 
 _TYPES_HINT = (
-    "Tensor, Tensor?, Tensor[], Tensor?[], "
+    "Tensor, Tensor?, Tensor[], Tensor?[], Tensor[]?, "
     + ", ".join(_SCALAR_ANNOTATIONS)
     + ", their optionals (int?) and lists of scalars (int[], int[2], float[]?)"
 )
@@ -421,10 +421,10 @@ def _check_argument_type(arg, written: str, spelled: str, offset: int | None) ->
             + _TYPES_HINT,
             offset,
         )
-    if base == "Tensor" and lists and written not in ("Tensor[]", "Tensor?[]"):
+    if base == "Tensor" and lists and written not in ("Tensor[]", "Tensor?[]", "Tensor[]?"):
         raise SchemaError(
             f"type '{spelled}' of argument '{name}' is not supported: tensor lists are "
-            "'Tensor[]' or 'Tensor?[]', without a fixed size and not optional themselves",
+            "'Tensor[]', 'Tensor?[]' or 'Tensor[]?', without a fixed size",
             offset,
         )
     alias = arg.alias_info
@@ -444,9 +444,19 @@ def _check_argument_type(arg, written: str, spelled: str, offset: int | None) ->
         )
 
 
-def _return_problem(i: int, written: str, spelled: str) -> str:
+def _return_problem(i: int, written: str, spelled: str, forward: bool = False) -> str:
+    if written in ("Tensor?[]", "Tensor[]?"):
+        # Note [list returns]: the fake must return None exactly where the launcher does, and
+        # no declaration can say which elements of a list (or whether the list) are absent.
+        return (
+            f"return {i} has type '{spelled}'; a list return is 'Tensor[]', always given and "
+            "holding tensors only: no declaration could say which of its elements (or whether "
+            "the list) the fake returns as None"
+        )
     if written == "Tensor?":
         hint = "use two fixed-arity operators (an arity_pair) instead of optional returns"
+    elif written == "Tensor[]" and not forward:
+        hint = "only the forward schema may return a list of tensors ('Tensor[]')"
     elif "[" in written:
         hint = "return a fixed number of tensors: -> (Tensor a, Tensor b)"
     else:
