@@ -119,6 +119,38 @@ CASES = [
         ],
     ),
     (
+        "with-arity-pair",
+        replace(
+            "        cpu: attnops_kernels.l2norm.triton:l2norm_fwd\n",
+            "        cpu: attnops_kernels.l2norm.triton:l2norm_fwd\n      arity_pair:\n"
+            "        flag: with_z\n        schema: "
+            '"(Tensor x, Tensor[] xs, int n=2) -> (Tensor y, Tensor[] parts, Tensor z)"\n',
+        ).replace("count: 2}", "count: 2}\n      z: {shape: [..., D], dtype: x}"),
+        [
+            "ops.yaml:12:65: error: [split] arity_pair schema: return 1 has type 'Tensor[]'; "
+            "operators return Tensor values only (a list of tensors ('Tensor[]') is returned "
+            "only by the forward schema of an operator without a backward or arity_pair)"
+        ],
+    ),
+    (
+        "with-varlen",
+        replace("int n=2)", "int n=2, Tensor? cu=None)")
+        .replace(
+            "      xs: {",
+            "      cu: {shape: [S], dtypes: [int32], differentiable: false}\n      xs: {",
+        )
+        .replace("{batch: [2], D: 8, M: 3}", "{batch: [1], D: 8, M: 3, cu: [0, 3, 8]}")
+        .replace(
+            "        float32: [1.0e-5, 1.0e-5]\n",
+            "        float32: [1.0e-5, 1.0e-5]\n      varlen: {offsets: cu, dim: D, per_sequence: []}\n",
+        ),
+        [
+            "ops.yaml:23:15: error: [split] varlen: output 'parts' is a list ('Tensor[]'), which "
+            "the varlen test cannot cut into sequences; declare varlen on an operator without "
+            "list outputs"
+        ],
+    ),
+    (
         "optional-list-return",
         replace("Tensor[] parts)", "Tensor[]? parts)"),
         [
@@ -134,6 +166,29 @@ CASES = [
             "ops.yaml:7:63: error: [split] forward schema: return 1 has type 'Tensor?[]'; a list "
             "return is 'Tensor[]', always given and holding tensors only: no declaration could "
             "say which of its elements (or whether the list) the fake returns as None"
+        ],
+    ),
+    (
+        "list-beside-an-in-place-update",
+        replace(
+            "Tensor[] xs, int n=2) -> (Tensor y", "Tensor(a!)[] xs, int n=2) -> (Tensor y"
+        ).replace("list: true}", "list: true, mutated: true}"),
+        [
+            "ops.yaml:7:67: error: [split] forward schema: return 1 has type 'Tensor[]' and "
+            "argument 'xs' is updated in place: torch.compile cannot functionalize a custom "
+            "operator that does both (it takes Tensor returns only beside in-place updates); "
+            "return a fixed number of tensors: -> (Tensor a, Tensor b)"
+        ],
+    ),
+    (
+        "optional-list-updated-in-place",
+        replace("Tensor[] xs, int n=2)", "Tensor(a!)[]? xs=None, int n=2)").replace(
+            "list: true}", "list: true, mutated: true}"
+        ),
+        [
+            "ops.yaml:7:27: error: [split] forward schema: type 'Tensor(a!)[]?' of argument 'xs' "
+            "is not supported: torch.compile fails on an optional list updated in place when it "
+            "is None (Inductor, torch 2.13); write 'Tensor(a!)[]' and pass an empty list for none"
         ],
     ),
     (
@@ -166,8 +221,8 @@ def test_backward_schema_cannot_return_a_list():
         parse(text, "ops.yaml")
     assert [str(d) for d in info.value.diagnostics] == [
         "ops.yaml:11:45: error: [split] backward schema: return 0 has type 'Tensor[]'; operators "
-        "return Tensor values only (only the forward schema may return a list of tensors "
-        "('Tensor[]'))"
+        "return Tensor values only (a list of tensors ('Tensor[]') is returned only by the "
+        "forward schema of an operator without a backward or arity_pair)"
     ]
 
 

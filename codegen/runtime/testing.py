@@ -718,41 +718,10 @@ class Suite:
                     contract_mismatch(self.op, f"output {name}", describe(want), describe(got))
                 )
             if name in self.output_counts:
-                self._check_list(name, got, want, inputs)
+                check_list_output(self, name, got, want, inputs)
             elif got is not None:
                 what = f"output {name}"
                 check_layout(self.op, what, got, want.shape, self.output_dtype(name, inputs))
-
-    def expected_count(self, name: str, inputs: dict) -> int:
-        """How many tensors list output ``name`` holds for these inputs, as declared."""
-        count = self.output_counts[name]
-        if isinstance(count, int):
-            return count
-        value = inputs[count]
-        return len(value) if isinstance(value, (list, tuple)) else int(value)
-
-    def _check_list(self, name: str, got, want, inputs: dict) -> None:
-        """A list output: a list of the declared count, each element shaped like the
-        reference's, of the declared dtype (element i's of a list input), contiguous."""
-        count = self.expected_count(name, inputs)
-        if not isinstance(got, list) or len(got) != count:
-            raise AssertionError(
-                contract_mismatch(
-                    self.op, f"output {name}", f"a list of {count} tensors", _count(got)
-                )
-            )
-        if not isinstance(want, (list, tuple)) or len(want) != count:
-            raise AssertionError(
-                f"{self.op}: the reference returned {_count(want)} for output {name}; the spec "
-                f"declares a list of {count} tensors"
-            )
-        source = self.output_dtypes.get(name)
-        for i, (g, w) in enumerate(zip(got, want, strict=True)):
-            if isinstance(source, str) and isinstance(inputs.get(source), (list, tuple)):
-                dtype = inputs[source][i].dtype
-            else:
-                dtype = self.output_dtype(name, inputs)
-            check_layout(self.op, f"output {name}[{i}]", g, w.shape, dtype)
 
     def loss_and_grads(
         self, fn: Callable, inputs: dict, config: str, gen, weights=None, grad_layout=COMPACT
@@ -933,6 +902,37 @@ class Suite:
                 assert_close(
                     static[name], expected_inputs[name], 1e-5, 1e-5, f"{name} after replay"
                 )
+
+
+def expected_count(suite: Suite, name: str, inputs: dict) -> int:
+    """How many tensors list output ``name`` holds for these inputs, as declared."""
+    count = suite.output_counts[name]
+    if isinstance(count, int):
+        return count
+    value = inputs[count]
+    return len(value) if isinstance(value, (list, tuple)) else int(value)
+
+
+def check_list_output(suite: Suite, name: str, got, want, inputs: dict) -> None:
+    """A list output: a list of the declared count, each element shaped like the reference's,
+    of the declared dtype (element i's of a list input), contiguous."""
+    count = expected_count(suite, name, inputs)
+    if not isinstance(got, list) or len(got) != count:
+        raise AssertionError(
+            contract_mismatch(suite.op, f"output {name}", f"a list of {count} tensors", _count(got))
+        )
+    if not isinstance(want, (list, tuple)) or len(want) != count:
+        raise AssertionError(
+            f"{suite.op}: the reference returned {_count(want)} for output {name}; the spec "
+            f"declares a list of {count} tensors"
+        )
+    source = suite.output_dtypes.get(name)
+    for i, (g, w) in enumerate(zip(got, want, strict=True)):
+        if isinstance(source, str) and isinstance(inputs.get(source), (list, tuple)):
+            dtype = inputs[source][i].dtype
+        else:
+            dtype = suite.output_dtype(name, inputs)
+        check_layout(suite.op, f"output {name}[{i}]", g, w.shape, dtype)
 
 
 # Hostile inputs. Each is refused by the public function before anything is launched; the
@@ -1245,7 +1245,7 @@ def check_eager_fast_path(
     pairs = (
         ("output", expand_lists(got[0]), expand_lists(expected[0])),
         ("gradient", got[1], expected[1]),
-        ("input updated in place", got[2], expected[2]),
+        ("input updated in place", expand_lists(got[2]), expand_lists(expected[2])),
     )
     for what, g, e in pairs:
         if isinstance(g, dict):

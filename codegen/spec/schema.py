@@ -388,6 +388,16 @@ def _signature(parsed, text: str, forward: bool) -> tuple[tuple[Argument, ...], 
         written = type_text(ret.real_type)
         if written not in ("Tensor", "Tensor?") and not (forward and written == "Tensor[]"):
             raise SchemaError(_return_problem(i, written, spelled, forward), offset)
+        writes = next((a.name for a in arguments if a.is_write), None)
+        if written == "Tensor[]" and writes is not None and ret.alias_info is None:
+            # Note [list returns]: torch's auto_functionalize takes plain Tensor returns only.
+            raise SchemaError(
+                f"return {i} has type 'Tensor[]' and argument '{writes}' is updated in place: "
+                "torch.compile cannot functionalize a custom operator that does both (it takes "
+                "Tensor returns only beside in-place updates); return a fixed number of tensors: "
+                "-> (Tensor a, Tensor b)",
+                offset,
+            )
         if ret.alias_info is not None:
             raise SchemaError(
                 f"return {i} has the alias annotation '{spelled}'; returns are new tensors, "
@@ -430,6 +440,13 @@ def _check_argument_type(arg, written: str, spelled: str, offset: int | None) ->
     alias = arg.alias_info
     if alias is None:
         return
+    if written == "Tensor[]?" and alias.is_write:
+        raise SchemaError(
+            f"type '{spelled}' of argument '{name}' is not supported: torch.compile fails on an "
+            "optional list updated in place when it is None (Inductor, torch 2.13); write "
+            "'Tensor(a!)[]' and pass an empty list for none",
+            offset,
+        )
     if base != "Tensor":
         raise SchemaError(
             f"argument '{name}' of type '{spelled}' carries an alias annotation; only tensors "
@@ -456,7 +473,10 @@ def _return_problem(i: int, written: str, spelled: str, forward: bool = False) -
     if written == "Tensor?":
         hint = "use two fixed-arity operators (an arity_pair) instead of optional returns"
     elif written == "Tensor[]" and not forward:
-        hint = "only the forward schema may return a list of tensors ('Tensor[]')"
+        hint = (
+            "a list of tensors ('Tensor[]') is returned only by the forward schema of an "
+            "operator without a backward or arity_pair"
+        )
     elif "[" in written:
         hint = "return a fixed number of tensors: -> (Tensor a, Tensor b)"
     else:

@@ -968,27 +968,6 @@ class _Public(_Base):
             optional=arg.optional,
         )
 
-    def _counts(self) -> tuple[CountCheck, ...]:
-        """Note [list returns]: each int argument that gives a list output's count."""
-        out = []
-        for o in self.op.outputs:
-            arg = self.fwd.argument(o.count) if isinstance(o.count, str) else None
-            if arg is not None and arg.type in ("int", "SymInt"):
-                out.append(CountCheck(arg.name, o.name))
-        return tuple(out)
-
-    def _lengths(self) -> tuple[LengthCheck, ...]:
-        """Note [list returns]: list inputs read element by element beside a list output's
-        count list."""
-        out: list[LengthCheck] = []
-        known = set(self.plan.bound) | self._scalar_names()
-        for o in self.op.outputs:
-            for lst, _ in element_dims(self.op, o, known).values():
-                check = LengthCheck(lst, o.count, o.name)
-                if lst != o.count and check not in out:
-                    out.append(check)
-        return tuple(out)
-
     def _derived(self) -> list[Statement]:
         return [Statement(d.name, d.expr.render({})) for d in self.op.dims]
 
@@ -1064,8 +1043,8 @@ class _Public(_Base):
             checks=tuple(checks),
             constraints=self._constraints(),
             indexes=self._indexes(),
-            counts=self._counts(),
-            lengths=self._lengths(),
+            counts=_count_checks(r),
+            lengths=_length_checks(r),
             scalars=self._scalars(),
             variants=tuple(
                 VariantCheck(v.arg, r.names.constant(v.arg, "VALUES"), v.values)
@@ -1183,6 +1162,29 @@ class _Direct(_Base):
             ),
             grad_free=not any(_may_require_grad(op, d) for d in op.inputs),
         )
+
+
+def _count_checks(r: ResolvedOp) -> tuple[CountCheck, ...]:
+    """Note [list returns]: each int argument that gives a list output's count."""
+    out = []
+    for o in r.op.outputs:
+        arg = r.op.forward.schema.argument(o.count) if isinstance(o.count, str) else None
+        if arg is not None and arg.type in ("int", "SymInt"):
+            out.append(CountCheck(arg.name, o.name))
+    return tuple(out)
+
+
+def _length_checks(r: ResolvedOp) -> tuple[LengthCheck, ...]:
+    """Note [list returns]: list inputs read element by element beside a list output's
+    count list."""
+    out: list[LengthCheck] = []
+    scalars = {a.name for a in r.op.forward.schema.arguments if a.type in ("int", "SymInt")}
+    for o in r.op.outputs:
+        for lst, _ in element_dims(r.op, o, set(r.plan.bound) | scalars).values():
+            check = LengthCheck(lst, o.count, o.name)
+            if lst != o.count and check not in out:
+                out.append(check)
+    return tuple(out)
 
 
 def _arg_note(a: Argument, variant) -> str:

@@ -280,18 +280,7 @@ class _Builder:
         for d in op.inputs:
             if d.name in literal:
                 continue
-            # Dims free per element take another size in each element (element _i: dim + _i).
-            rename = {n: f"({n} + _i)" for n in free} if d.is_list else {}
-            shape = _tuple_expr(
-                [
-                    "*batch"
-                    if e == ELLIPSIS
-                    else f"{e.name} + _i"
-                    if e.name in rename
-                    else e.render(rename)
-                    for e in d.shape.entries
-                ]
-            )
+            shape = _made_shape(d, free)
             if d.same_dtype_as is not None:
                 dtype = f"{d.same_dtype_as}.dtype"
             elif set(d.dtypes) >= tested:
@@ -576,6 +565,22 @@ def _index_bound(r: ResolvedOp, decl) -> str:
         return decl.indexes
     b = r.plan.bound[decl.indexes]
     return f"{b.tensor}.shape[{b.index}]"
+
+
+def _made_shape(d, free: set[str]) -> str:
+    """The shape expression of a made input; in a list, the dims free per element take another
+    size in each element (element ``_i``: the sample's size + ``_i``)."""
+    rename = {n: f"({n} + _i)" for n in free} if d.is_list else {}
+    return _tuple_expr(
+        [
+            "*batch"
+            if e == ELLIPSIS
+            else f"{e.name} + _i"
+            if e.name in rename
+            else e.render(rename)
+            for e in d.shape.entries
+        ]
+    )
 
 
 def _free_list_dims(r: ResolvedOp) -> set[str]:

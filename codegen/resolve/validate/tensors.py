@@ -365,7 +365,7 @@ def _drawn_numel(decl: TensorDecl, sample) -> int | None:
 def _list_returns(r: ResolvedOp, report: Report) -> None:
     """Note [list returns]: a 'Tensor[]' return says how many tensors it holds with 'count' (an
     integer, an int argument, or a list input), is public and given always, and belongs to an
-    operator without a backward or arity pair."""
+    operator without a backward (an arity pair's schema refuses it where it is parsed)."""
     op = r.op
     full = op.arity_pair.schema if op.arity_pair is not None else op.forward.schema
     kinds = {ret.name: ret.type for ret in full.returns if ret.name}
@@ -392,12 +392,6 @@ def _list_returns(r: ResolvedOp, report: Report) -> None:
                 f"output '{decl.name}' is a list ('Tensor[]') in an operator with a backward: "
                 "autograd.Function does not track tensors inside a list; return a fixed number of "
                 "tensors (-> (Tensor a, Tensor b))",
-            )
-        if op.arity_pair is not None:
-            report.error(
-                decl.loc,
-                f"output '{decl.name}' is a list ('Tensor[]') in an operator with an arity_pair; "
-                "list returns are supported in operators without one",
             )
         if not decl.public:
             report.error(
