@@ -9,8 +9,9 @@ becomes a small operator around a recording launcher:
   ``transform(..., written=TEXT, keep_names=True)`` keeps the written argument pieces instead
   and names only the unnamed returns (``tests/library_corpus.py`` runs library schemas so);
 - every ``Tensor``/``Tensor?`` argument is declared ``{shape: [..., D], dtypes: [float32],
-  differentiable: false}`` (``list: true`` for ``Tensor[]``/``Tensor?[]``, ``mutated: true`` for
-  ``(a!)``); every return gets an output of the first plain tensor input's shape;
+  differentiable: false}`` (``list: true`` for ``Tensor[]``/``Tensor?[]``/``Tensor[]?``,
+  ``mutated: true`` for ``(a!)``); every return gets an output of the first plain tensor input's
+  shape (``count: 2`` for a ``Tensor[]`` return: the recording launcher returns two tensors);
 - a sample gives the sizes and a value for each scalar argument without a default.
 
 Outcomes:
