@@ -70,11 +70,13 @@ SAMPLE = {
     "fbgemm_gpu::rope_qkv_decoding": "works",  # a tensor named 'batch'
     "vllm::dynamic_4bit_int_moe": "works",  # an argument named 'I'
     "bitsandbytes::int8_vectorwise_quant": "works",  # a Tensor? return given when a float is set
+    "sgl_kernel::moe_fused_gate": "works",  # -> (Tensor[]): a list return of a fixed count
+    "fbgemm_gpu::bf16bf16bf16_grouped": "works",  # (Tensor[] X, Tensor[] W) -> Tensor[]
     # refused today
     "vllm::silu_and_mul": "refused",  # -> () with a 'Tensor!' output argument
     "vllm::rotary_embedding": "refused",  # Tensor!? (an optional in-place input)
     "fbgemm_gpu::rope_qkv_varseq_prefill": "refused",  # Tensor(a!)?
-    "sgl_kernel::moe_fused_gate": "refused",  # -> (Tensor[])
+    "tensorrt_llm::mnnvl_fusion_allreduce": "refused",  # Tensor[] return beside Tensor(a!)
     "tensorrt_llm::fused_add_rms_norm_quant": "refused",  # a Tensor? return
     "tensorrt_llm::allreduce_pg": "refused",  # a TorchScript class argument
     "flashinfer::nvshmem_alltoall": "refused",
@@ -82,7 +84,8 @@ SAMPLE = {
     "vllm::static_scaled_fp8_quant#2": "refused",  # (int, int)?
     "fbgemm_gpu::nccl_init": "refused",  # no Tensor argument
     "fbgemm_gpu::is_uvm_tensor": "refused",  # a bool return
-    "fbgemm_gpu::remap_indices_update_utils": "refused",  # Tensor[]?
+    # A Tensor[]? argument (declared list: true), refused for its argument named 'iter'.
+    "fbgemm_gpu::remap_indices_update_utils": "refused",
 }
 
 

@@ -9,8 +9,9 @@ becomes a small operator around a recording launcher:
   ``transform(..., written=TEXT, keep_names=True)`` keeps the written argument pieces instead
   and names only the unnamed returns (``tests/library_corpus.py`` runs library schemas so);
 - every ``Tensor``/``Tensor?`` argument is declared ``{shape: [..., D], dtypes: [float32],
-  differentiable: false}`` (``list: true`` for ``Tensor[]``/``Tensor?[]``, ``mutated: true`` for
-  ``(a!)``); every return gets an output of the first plain tensor input's shape;
+  differentiable: false}`` (``list: true`` for ``Tensor[]``/``Tensor?[]``/``Tensor[]?``,
+  ``mutated: true`` for ``(a!)``); every return gets an output of the first plain tensor input's
+  shape (``count: 2`` for a ``Tensor[]`` return: the recording launcher returns two tensors);
 - a sample gives the sizes and a value for each scalar argument without a default.
 
 Outcomes:
@@ -102,6 +103,7 @@ class Case:
     placeholder: str = "x"  # the input a spec without Tensor arguments still declares
     ret_names: list[str] = field(default_factory=list)
     ret_optional: list[bool] = field(default_factory=list)  # each return is 'Tensor?'
+    ret_list: list[bool] = field(default_factory=list)  # each return is 'Tensor[]'
 
 
 def _split_top(text: str) -> list[str]:
@@ -239,6 +241,7 @@ def transform(
     case = Case(name, f"{schema.name}.{schema.overload_name}".rstrip("."), text, args, len(rets))
     case.ret_names = ret_names
     case.ret_optional = [_PIECE.match(r)["type"].strip().endswith("?") for r in rets]
+    case.ret_list = [_PIECE.match(r)["type"].strip() == "Tensor[]" for r in rets]
     taken |= set(ret_names)
     case.dim = _unique("D", taken)
     case.placeholder = _unique("x", taken)
@@ -287,7 +290,7 @@ def _is_tensor(t: str) -> bool:
 
 
 def _is_list(t: str) -> bool:
-    return t in ("Tensor[]", "Tensor?[]")
+    return t in ("Tensor[]", "Tensor?[]", "Tensor[]?")
 
 
 def _when(case: Case) -> tuple[str, int, str] | None:
@@ -373,6 +376,8 @@ def spec_text(cases: list[Case]) -> tuple[str, dict[str, tuple[int, int]]]:
             for j, out in enumerate(ret_names or ["r0"]):
                 when = _when(c) if j < len(c.ret_optional) and c.ret_optional[j] else None
                 extra = f", when: {when[0]}" if when else ""
+                if j < len(c.ret_list) and c.ret_list[j]:
+                    extra += f", count: {LIST_COUNT}"  # the recording launcher returns as many
                 lines.append(f"      {out}: {{shape: {shape}, dtype: float32{extra}}}")
         lines.append("    reference: corpus_launch:ref")
         sample = {"batch": [2], c.dim: 3} if first or tensors else {}
@@ -387,11 +392,15 @@ def spec_text(cases: list[Case]) -> tuple[str, dict[str, tuple[int, int]]]:
     return "\n".join(lines) + "\n", where
 
 
+# How many tensors the recording launcher returns for a 'Tensor[]' return (declared 'count').
+LIST_COUNT = 2
+
 LAUNCH = """
 import torch
 
 CALLS = {}
 SHAPES = %s
+LIST_COUNT = %d
 
 
 def _make(name):
@@ -399,7 +408,7 @@ def _make(name):
         CALLS.setdefault(name, []).append((args, kwargs))
         values = list(args) + list(kwargs.values())  # keyword-only arguments come by keyword
         like = next((a for a in values if isinstance(a, torch.Tensor)), None)
-        shape, n, whens = SHAPES[name]
+        shape, n, whens, lists = SHAPES[name]
         outs = []
         for j in range(n):
             if j < len(whens) and whens[j] is not None:  # a 'Tensor?' return: given or None
@@ -408,7 +417,11 @@ def _make(name):
                     outs.append(None)
                     continue
             size = tuple(values[shape].shape) if shape is not None else (3,)
-            outs.append(torch.zeros(size, device=like.device if like is not None else "cpu"))
+            device = like.device if like is not None else "cpu"
+            if lists[j]:  # a 'Tensor[]' return: a list of LIST_COUNT tensors
+                outs.append([torch.zeros(size, device=device) for _ in range(LIST_COUNT)])
+                continue
+            outs.append(torch.zeros(size, device=device))
         if n == 0:
             return None
         return outs[0] if n == 1 else tuple(outs)
@@ -541,9 +554,10 @@ def _generate(cases: list[Case], work: Path) -> tuple[int, str, dict[str, tuple[
         index = [a["name"] for a in c.args].index(first) if first else None
         when = _when(c)
         whens = [list(when[1:]) if opt and when else None for opt in c.ret_optional]
-        shapes[c.name] = (index, c.returns, whens)
+        lists = c.ret_list or [False] * c.returns
+        shapes[c.name] = (index, c.returns, whens, lists)
     defs = "\n".join(f"launch_{c.name} = _make({c.name!r})" for c in cases)
-    (work / "corpus_launch.py").write_text(LAUNCH % (repr(shapes), defs))
+    (work / "corpus_launch.py").write_text(LAUNCH % (repr(shapes), LIST_COUNT, defs))
     env = dict(os.environ, PYTHONPATH=f"{work}:{ROOT}")
     r = subprocess.run(
         [sys.executable, "-m", "codegen", "regenerate", "--spec", str(work / "ops.yaml"), "-q"],

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..spec.model import Op
+from ..spec.model import Op, OutputDecl
 from ..spec.shapes import Expr, Shape
 
 
@@ -148,11 +148,12 @@ def plan(op: Op) -> DimPlan:
     for out in op.outputs:
         if out.shape.has_ellipsis and batch_source is None:
             problems.append((out.name, "output shape uses '...' but no required input has '...'"))
+        per_element = element_dims(op, out, set(bound) | scalars | derived)
         for entry in out.shape.entries:
             if entry == "...":
                 continue
             for n in entry.names:
-                if n in scalars or n in dynamic:
+                if n in scalars or n in dynamic or n in per_element:
                     continue
                 if n not in bound:
                     problems.append(
@@ -166,6 +167,36 @@ def plan(op: Op) -> DimPlan:
                         )
                     )
     return DimPlan(tuple(tensors), bound, batch_source, tuple(problems))
+
+
+def element_dims(op: Op, out: OutputDecl, known: set[str]) -> dict[str, tuple[str, int]]:
+    """Note [list returns]: the dims of list output ``out`` that element i of a list input sizes
+    (dim -> (list input, index)), where its ``count`` names a 'Tensor[]' input: each dim of its
+    shape that no plain input, scalar or derived dim (``known``) gives, read from the first list
+    input that has it as a plain entry, the count's own list first. The public function checks
+    that every other list read so has as many elements as the count's."""
+    count = out.count
+    arg = op.forward.schema.argument(count) if isinstance(count, str) else None
+    if arg is None or arg.type != "Tensor[]" or op.input(count) is None:
+        return {}
+    lists = [op.input(count)] + [d for d in op.inputs if d.is_list and d.name != count]
+    out_dims: dict[str, tuple[str, int]] = {}
+    for entry in out.shape.entries:
+        for n in () if entry == "..." else entry.names:
+            if n in known or n in out_dims:
+                continue
+            for decl in lists:
+                a = op.forward.schema.argument(decl.name)
+                if a is None or a.type != "Tensor[]":
+                    continue
+                pos = next(
+                    (i for i, e in enumerate(decl.shape.entries) if e != "..." and e.name == n),
+                    None,
+                )
+                if pos is not None:
+                    out_dims[n] = (decl.name, index_of(decl.shape, pos))
+                    break
+    return out_dims
 
 
 def _derived(op: Op, bound: dict[str, Binding], problems: list[tuple[str, str]]) -> None:

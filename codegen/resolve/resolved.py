@@ -73,7 +73,7 @@ class ResolvedOp:
     names: OpNames
     plan: DimPlan
     stages: tuple[ResolvedStage, ...]  # forward, its arity twin if any, backward if any
-    optional_inputs: tuple[str, ...]  # Tensor? inputs, in schema order
+    optional_inputs: tuple[str, ...]  # Tensor? and Tensor[]? inputs, in schema order
     literal_inputs: tuple[str, ...]  # inputs whose values some test sample spells out
     sample_dims: tuple[str, ...]  # dims each test sample must size, in binding order
     base_returns: tuple[str, ...]  # returns of the forward operator
@@ -255,7 +255,9 @@ def resolve(spec: Spec, op: Op) -> ResolvedOp:
         names=op_names(op.name),
         plan=dim_plan,
         stages=tuple(stages),
-        optional_inputs=tuple(a.name for a in fwd.arguments if a.is_tensor and a.optional),
+        optional_inputs=tuple(
+            a.name for a in fwd.arguments if (a.is_tensor or a.is_tensor_list) and a.optional
+        ),
         literal_inputs=literal,
         sample_dims=sample_dims,
         base_returns=base,

@@ -39,7 +39,10 @@ def inferred_schema(schema: Schema) -> str:
         raise AssertionError
 
     n = len(schema.returns)
-    returns = torch.Tensor if n == 1 else tuple[(torch.Tensor,) * n] if n else None
+    kinds = tuple(
+        list[torch.Tensor] if r.type == "Tensor[]" else torch.Tensor for r in schema.returns
+    )
+    returns = kinds[0] if n == 1 else tuple[kinds] if n else None
     shim.__signature__ = inspect.Signature(
         [_parameter(a) for a in schema.arguments], return_annotation=returns
     )

@@ -260,6 +260,22 @@ def value_error(op: str, name: str, allowed: tuple, value: object) -> ValueError
     return ValueError(f"{op}: {name} must be one of {', '.join(map(repr, allowed))}, got {value!r}")
 
 
+def count_error(op: str, name: str, output: str, value: int) -> ValueError:
+    """Note [list returns]: an int argument giving the number of tensors of a list output."""
+    return ValueError(
+        f"{op}: {name} must be >= 0 (the number of tensors of output {output}), got {value}"
+    )
+
+
+def length_error(op: str, name: str, like: str, output: str, got: int, want: int) -> ValueError:
+    """Note [list returns]: a list input read element by element beside the list that gives a
+    list output's count."""
+    return ValueError(
+        f"{op}: {name} must hold as many tensors as {like} ({want}): element i of output "
+        f"{output} reads element i of both; got {got}"
+    )
+
+
 def _byte_range(t: torch.Tensor) -> tuple[int, int] | None:
     if t.numel() == 0 or t.is_meta:
         return None

@@ -157,6 +157,20 @@ def as_tuple(result) -> tuple[Tensor, ...]:
     return tuple(result) if isinstance(result, (tuple, list)) else (result,)
 
 
+def expand_lists(results: tuple) -> tuple:
+    """``results`` with each list output (a 'Tensor[]' return) replaced by its elements."""
+    out: list = []
+    for r in results:
+        out += list(r) if isinstance(r, (list, tuple)) else [r]
+    return tuple(out)
+
+
+def op_results(op, result) -> tuple:
+    """A registered operator's results, one per schema return: a 'Tensor[]' return is one
+    list, not as many results as it holds."""
+    return (result,) if len(op._schema.returns) == 1 else as_tuple(result)
+
+
 def assert_close(actual: Tensor, expected: Tensor, atol: float, rtol: float, what: str) -> None:
     if isinstance(actual, list):  # a list argument, compared element by element
         assert isinstance(expected, list) and len(actual) == len(expected), what
@@ -265,27 +279,41 @@ def opcheck(op, named: dict) -> None:
     name = op._schema.name
     outputs = [r.name or f"output {i}" for i, r in enumerate(op._schema.returns)]
     args, kwargs = bind(op, named)
-    real = as_tuple(
+    real = op_results(
+        op,
         op(
             *(map_tensors(a, clone_layout) for a in args),
             **{k: map_tensors(v, clone_layout) for k, v in kwargs.items()},
-        )
+        ),
     )
     with FakeTensorMode(shape_env=ShapeEnv()) as mode:
 
         def fake_of(a):
             return map_tensors(a, lambda t: mode.from_tensor(t, static_shapes=True))
 
-        fake = as_tuple(
-            op(*(fake_of(a) for a in args), **{k: fake_of(v) for k, v in kwargs.items()})
+        fake = op_results(
+            op, op(*(fake_of(a) for a in args), **{k: fake_of(v) for k, v in kwargs.items()})
         )
     if len(real) != len(fake):
         raise AssertionError(
             f"{name}: the launcher returned {len(real)} result(s), the fake {len(fake)} "
             f"(the schema returns {', '.join(outputs)})"
         )
+    pairs = []
     for i, (r, f) in enumerate(zip(real, fake, strict=True)):
         what = outputs[i] if i < len(outputs) else f"output {i}"
+        if isinstance(r, list) or isinstance(f, list):
+            # A 'Tensor[]' return: as many tensors as the fake, each compared with its own.
+            if not (isinstance(r, list) and isinstance(f, list)) or len(r) != len(f):
+                raise AssertionError(
+                    contract_mismatch(
+                        name, what, _count(f) + " (the fake, from the spec)", _count(r)
+                    )
+                )
+            pairs += [(f"{what}[{j}]", rj, fj) for j, (rj, fj) in enumerate(zip(r, f, strict=True))]
+        else:
+            pairs.append((what, r, f))
+    for what, r, f in pairs:
         if r is None or f is None:
             if (r is None) != (f is None):
                 raise AssertionError(
@@ -313,11 +341,18 @@ def opcheck(op, named: dict) -> None:
     torch.library.opcheck(op, args, kwargs)
 
 
+def _count(value) -> str:
+    """How many tensors a list result holds, or what it is instead."""
+    return f"a list of {len(value)} tensors" if isinstance(value, list) else describe(value)
+
+
 def broken(value, how: str):
     """``value`` made invalid in the way ``how`` names (see ``Suite.check_rejects``).
 
     A list of tensors is broken in its first element.
     """
+    if how == "negative":  # an int argument that gives a list output's count
+        return -1
     wrong = _scalar_broken(value, how)
     if wrong is not _NOT_SCALAR:
         return wrong
@@ -601,6 +636,7 @@ class Suite:
         op: str = "",
         reference_returns: tuple[str, ...] | None = None,
         output_dtypes: dict | None = None,
+        output_counts: dict | None = None,
     ) -> None:
         self.fn = fn
         self.reference = reference
@@ -620,6 +656,9 @@ class Suite:
         )
         # Each public output's dtype: a torch.dtype, or the name of the input whose dtype it takes.
         self.output_dtypes = dict(output_dtypes or {})
+        # Each list output ('Tensor[]') and its count: an integer, or the name of the int
+        # argument or list input that gives it.
+        self.output_counts = dict(output_counts or {})
 
     def inputs(self, sample: str, dtype: str, layout: str, config: str) -> dict:
         """The inputs in ``layout``; compact for a layout of the incoming gradients."""
@@ -633,15 +672,20 @@ class Suite:
 
     def reference_outputs(self, inputs: dict, config: str) -> tuple:
         """The reference's public outputs, in the order of ``public_outputs``."""
-        return self._public_of_reference(self.call(self.reference, inputs, config))
+        flags = {self.flag: self.configs[config][self.flag]} if self.flag else {}
+        return self._public_of_reference(self.reference(**inputs, **flags))
 
     def _reference_public(self, **kwargs) -> tuple:
         """The reference called like the public function, returning its public outputs."""
-        return self._public_of_reference(as_tuple(self.reference(**kwargs)))
+        return self._public_of_reference(self.reference(**kwargs))
 
-    def _public_of_reference(self, results: tuple) -> tuple:
+    def _public_of_reference(self, results) -> tuple:
         """The reference returns the outputs that ``reference_returns`` names, in that order; one
-        result more or fewer fails with both lists instead of being matched up by position."""
+        result more or fewer fails with both lists instead of being matched up by position. A
+        reference of one list output returns that list."""
+        if len(self.reference_returns) == 1 and self.reference_returns[0] in self.output_counts:
+            results = (results,)
+        results = as_tuple(results)
         if len(results) != len(self.reference_returns):
             got = "; ".join(describe(r) for r in results)
             raise AssertionError(
@@ -673,7 +717,9 @@ class Suite:
                 raise AssertionError(
                     contract_mismatch(self.op, f"output {name}", describe(want), describe(got))
                 )
-            if got is not None:
+            if name in self.output_counts:
+                check_list_output(self, name, got, want, inputs)
+            elif got is not None:
                 what = f"output {name}"
                 check_layout(self.op, what, got, want.shape, self.output_dtype(name, inputs))
 
@@ -689,7 +735,7 @@ class Suite:
         assert names, f"no differentiable input of {self.differentiable} is given"
         leaves = {k: inputs[k].detach().requires_grad_() for k in names}
         out = self.call(fn, {**inputs, **leaves}, config)
-        present = [o for o in out if o is not None]
+        present = [o for o in expand_lists(out) if o is not None]
         if grad_layout != COMPACT:
             can, _ = _relayout(grad_layout)
             if not any(o.requires_grad and can(o) for o in present):
@@ -858,7 +904,7 @@ class Suite:
             static[k].requires_grad_()
 
         def step(inputs: dict):
-            present = [o for o in self.call(self.fn, inputs, config) if o is not None]
+            present = [o for o in expand_lists(self.call(self.fn, inputs, config)) if o is not None]
             if not names:
                 return present, ()
             loss = sum(o.float().sum() for o in present)
@@ -893,6 +939,37 @@ class Suite:
                 assert_close(
                     static[name], expected_inputs[name], 1e-5, 1e-5, f"{name} after replay"
                 )
+
+
+def expected_count(suite: Suite, name: str, inputs: dict) -> int:
+    """How many tensors list output ``name`` holds for these inputs, as declared."""
+    count = suite.output_counts[name]
+    if isinstance(count, int):
+        return count
+    value = inputs[count]
+    return len(value) if isinstance(value, (list, tuple)) else int(value)
+
+
+def check_list_output(suite: Suite, name: str, got, want, inputs: dict) -> None:
+    """A list output: a list of the declared count, each element shaped like the reference's,
+    of the declared dtype (element i's of a list input), contiguous."""
+    count = expected_count(suite, name, inputs)
+    if not isinstance(got, list) or len(got) != count:
+        raise AssertionError(
+            contract_mismatch(suite.op, f"output {name}", f"a list of {count} tensors", _count(got))
+        )
+    if not isinstance(want, (list, tuple)) or len(want) != count:
+        raise AssertionError(
+            f"{suite.op}: the reference returned {_count(want)} for output {name}; the spec "
+            f"declares a list of {count} tensors"
+        )
+    source = suite.output_dtypes.get(name)
+    for i, (g, w) in enumerate(zip(got, want, strict=True)):
+        if isinstance(source, str) and isinstance(inputs.get(source), (list, tuple)):
+            dtype = inputs[source][i].dtype
+        else:
+            dtype = suite.output_dtype(name, inputs)
+        check_layout(suite.op, f"output {name}[{i}]", g, w.shape, dtype)
 
 
 # Hostile inputs. Each is refused by the public function before anything is launched; the
@@ -1082,9 +1159,9 @@ def aliased_mutations(inputs: dict, name: str, others: Iterable[str]) -> list[tu
 
 def check_device(fn: Callable, inputs: dict, flags: dict, device: str) -> None:
     """The public function called with every tensor on ``device`` (meta: shapes only)."""
-    expected = as_tuple(fn(**clone_inputs(inputs), **flags))
+    expected = expand_lists(as_tuple(fn(**clone_inputs(inputs), **flags)))
     moved = {k: map_tensors(v, lambda t: t.to(device)) for k, v in inputs.items()}
-    got = as_tuple(fn(**moved, **flags))
+    got = expand_lists(as_tuple(fn(**moved, **flags)))
     assert len(got) == len(expected)
     for i, (g, e) in enumerate(zip(got, expected, strict=True)):
         assert (g is None) == (e is None), f"output {i}"
@@ -1140,7 +1217,7 @@ def _check_zero_size_gradients(suite: Suite, sample: str, dtype: str) -> None:
     reference = float32_copies(inputs)
     leaves = {k: reference[k].detach().requires_grad_() for k in grads}
     out = suite.reference_outputs({**reference, **leaves}, "default")
-    present = [o for o in out if o is not None]
+    present = [o for o in expand_lists(out) if o is not None]
     loss = sum((o.float() * w).sum() for o, w in zip(present, weights, strict=True))
     if isinstance(loss, Tensor) and loss.requires_grad:
         found = torch.autograd.grad(
@@ -1196,10 +1273,16 @@ def check_eager_fast_path(
         for name, value in saved.items():
             setattr(mod, name, value)
     assert got[0] or got[2], f"{suite.op}: the call returned and updated nothing to compare"
+    assert len(got[0]) == len(expected[0]), f"{suite.op}: {len(got[0])} outputs"
+    for i, (a, b) in enumerate(zip(got[0], expected[0], strict=True)):
+        if isinstance(a, list) or isinstance(b, list):  # a list output: as many tensors
+            assert isinstance(a, list) and isinstance(b, list) and len(a) == len(b), (
+                f"{suite.op}: output {i} holds {_count(a)}, the dispatcher's {_count(b)}"
+            )
     pairs = (
-        ("output", got[0], expected[0]),
+        ("output", expand_lists(got[0]), expand_lists(expected[0])),
         ("gradient", got[1], expected[1]),
-        ("input updated in place", got[2], expected[2]),
+        ("input updated in place", expand_lists(got[2]), expand_lists(expected[2])),
     )
     for what, g, e in pairs:
         if isinstance(g, dict):

@@ -26,7 +26,7 @@ INPUT_KEYS = (
     "indexes",
     "negative",
 )
-OUTPUT_KEYS = ("shape", "dtype", "public", "when")
+OUTPUT_KEYS = ("shape", "dtype", "public", "when", "count")
 
 
 def read_shape(reader: Reader, node: Node | None, what: str) -> Shape | None:
@@ -283,10 +283,34 @@ def outputs(reader: Reader, node: Node) -> tuple[OutputDecl, ...] | None:
                     f"'when' of output '{name}' must name a bool, int or float argument or a Tensor? input",
                 )
                 ok = False
+        count, count_loc = None, None
+        if (c := m.get("count")) is not None:
+            count_loc = c.loc
+            if isinstance(c.value, int) and not isinstance(c.value, bool) and c.value >= 0:
+                count = c.value
+            elif isinstance(c.value, str) and c.value:
+                count = c.value
+            else:
+                reader.error(
+                    c.loc,
+                    f"'count' of output '{name}' must be an integer >= 0, the name of an int "
+                    f"argument or the name of a list input; got {kind(c)}",
+                )
+                ok = False
         if shape is None or (dtype is None and dtype_of is None):
             ok = False
             continue
         decls.append(
-            OutputDecl(name, shape, dtype, dtype_of, public, node.value.key_loc(name), when)
+            OutputDecl(
+                name,
+                shape,
+                dtype,
+                dtype_of,
+                public,
+                node.value.key_loc(name),
+                when,
+                count,
+                count_loc,
+            )
         )
     return tuple(decls) if ok else None

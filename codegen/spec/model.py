@@ -223,6 +223,11 @@ class OutputDecl:
     loc: Location
     # A 'Tensor?' return: given only when this argument is true (a bool) or given (a Tensor?).
     when: str | None = None
+    # A 'Tensor[]' return (docs/spec.md, "List returns"): how many tensors it holds, an integer,
+    # the name of an int argument (its value) or of a list input (one per element); None: not
+    # written.
+    count: int | str | None = None
+    count_loc: Location | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -386,8 +386,18 @@ def _signature(parsed, text: str, forward: bool) -> tuple[tuple[Argument, ...], 
     names: set[str] = set()
     for i, (ret, (offset, spelled)) in enumerate(zip(parsed.returns, spans[1], strict=True)):
         written = type_text(ret.real_type)
-        if written not in ("Tensor", "Tensor?"):
-            raise SchemaError(_return_problem(i, written, spelled), offset)
+        if written not in ("Tensor", "Tensor?") and not (forward and written == "Tensor[]"):
+            raise SchemaError(_return_problem(i, written, spelled, forward), offset)
+        writes = next((a.name for a in arguments if a.is_write), None)
+        if written == "Tensor[]" and writes is not None and ret.alias_info is None:
+            # Note [list returns]: torch's auto_functionalize takes plain Tensor returns only.
+            raise SchemaError(
+                f"return {i} has type 'Tensor[]' and argument '{writes}' is updated in place: "
+                "torch.compile cannot functionalize a custom operator that does both (it takes "
+                "Tensor returns only beside in-place updates); return a fixed number of tensors: "
+                "-> (Tensor a, Tensor b)",
+                offset,
+            )
         if ret.alias_info is not None:
             raise SchemaError(
                 f"return {i} has the alias annotation '{spelled}'; returns are new tensors, "
@@ -405,7 +415,7 @@ def _signature(parsed, text: str, forward: bool) -> tuple[tuple[Argument, ...], 
 
 
 _TYPES_HINT = (
-    "Tensor, Tensor?, Tensor[], Tensor?[], "
+    "Tensor, Tensor?, Tensor[], Tensor?[], Tensor[]?, "
     + ", ".join(_SCALAR_ANNOTATIONS)
     + ", their optionals (int?) and lists of scalars (int[], int[2], float[]?)"
 )
@@ -422,15 +432,22 @@ def _check_argument_type(arg, written: str, spelled: str, offset: int | None) ->
             + _TYPES_HINT,
             offset,
         )
-    if base == "Tensor" and lists and written not in ("Tensor[]", "Tensor?[]"):
+    if base == "Tensor" and lists and written not in ("Tensor[]", "Tensor?[]", "Tensor[]?"):
         raise SchemaError(
             f"type '{spelled}' of argument '{name}' is not supported: tensor lists are "
-            "'Tensor[]' or 'Tensor?[]', without a fixed size and not optional themselves",
+            "'Tensor[]', 'Tensor?[]' or 'Tensor[]?', without a fixed size",
             offset,
         )
     alias = arg.alias_info
     if alias is None:
         return
+    if written == "Tensor[]?" and alias.is_write:
+        raise SchemaError(
+            f"type '{spelled}' of argument '{name}' is not supported: torch.compile fails on an "
+            "optional list updated in place when it is None (Inductor, torch 2.13); write "
+            "'Tensor(a!)[]' and pass an empty list for none",
+            offset,
+        )
     if base != "Tensor":
         raise SchemaError(
             f"argument '{name}' of type '{spelled}' carries an alias annotation; only tensors "
@@ -446,9 +463,22 @@ def _check_argument_type(arg, written: str, spelled: str, offset: int | None) ->
         )
 
 
-def _return_problem(i: int, written: str, spelled: str) -> str:
+def _return_problem(i: int, written: str, spelled: str, forward: bool = False) -> str:
+    if written in ("Tensor?[]", "Tensor[]?"):
+        # Note [list returns]: the fake must return None exactly where the launcher does, and
+        # no declaration can say which elements of a list (or whether the list) are absent.
+        return (
+            f"return {i} has type '{spelled}'; a list return is 'Tensor[]', always given and "
+            "holding tensors only: no declaration could say which of its elements (or whether "
+            "the list) the fake returns as None"
+        )
     if written == "Tensor?":
         hint = "use two fixed-arity operators (an arity_pair) instead of optional returns"
+    elif written == "Tensor[]" and not forward:
+        hint = (
+            "a list of tensors ('Tensor[]') is returned only by the forward schema of an "
+            "operator without a backward or arity_pair"
+        )
     elif "[" in written:
         hint = "return a fixed number of tensors: -> (Tensor a, Tensor b)"
     else:

@@ -14,7 +14,7 @@ from dataclasses import dataclass, replace
 
 from ..resolve.backward_fake import backward_tensors, dtype_source
 from ..resolve.backward_fake import reads as backward_reads
-from ..resolve.dims import TensorPlan, bind_from, index_of
+from ..resolve.dims import TensorPlan, bind_from, element_dims, index_of
 from ..resolve.resolved import ResolvedOp, ResolvedStage
 from ..resolve.symbols import batch_local
 from ..spec.model import DType, Integration, OutputDecl, Shape
@@ -52,6 +52,9 @@ class Alloc:
     empty_without: str | None = None
     # A 'Tensor?' return: allocated only when this test holds, else None.
     present_if: str | None = None
+    # A 'Tensor[]' return (Note [list returns]): a list of this many tensors, element ``_i``
+    # allocated by ``shape`` and ``dtype`` (which may read element ``_i`` of a list input).
+    count: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -186,6 +189,24 @@ class TensorCheck:
 
 
 @dataclass(frozen=True, slots=True)
+class CountCheck:
+    """Note [list returns]: an int argument that gives a list output's count is >= 0."""
+
+    name: str
+    output: str
+
+
+@dataclass(frozen=True, slots=True)
+class LengthCheck:
+    """Note [list returns]: list input ``name`` has as many elements as ``like``: a list output
+    with one element per element of ``like`` reads dims from element i of both."""
+
+    name: str
+    like: str
+    output: str
+
+
+@dataclass(frozen=True, slots=True)
 class ListCheck:
     """A Tensor[] argument: the list itself, then each element ``_e`` against the declaration.
 
@@ -207,6 +228,7 @@ class ListCheck:
     bindings: tuple[Statement, ...] = ()
     early: tuple[str, ...] = ()
     offsets: None = None
+    optional: bool = False  # Tensor[]?: None passes
 
     @property
     def late(self) -> tuple[str, ...]:
@@ -385,6 +407,8 @@ class PublicView:
     outputs: tuple[str, ...]
     direct: DirectCall | None = None
     indexes: tuple[IndexCheck, ...] = ()
+    counts: tuple[CountCheck, ...] = ()
+    lengths: tuple[LengthCheck, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -483,10 +507,17 @@ def _param(a: Argument, with_default: bool = True) -> Param:
     return Param(a.name, a.annotation, with_default and a.has_default, default)
 
 
-def _annotation(n: int, optional: tuple[bool, ...] = ()) -> str:
+def _annotation(n: int, optional: tuple[bool, ...] = (), lists: tuple[bool, ...] = ()) -> str:
     if n == 0:
         return "None"
-    kinds = ["Tensor | None" if (optional and optional[i]) else "Tensor" for i in range(n)]
+    kinds = [
+        "list[Tensor]"
+        if (lists and lists[i])
+        else "Tensor | None"
+        if (optional and optional[i])
+        else "Tensor"
+        for i in range(n)
+    ]
     return kinds[0] if n == 1 else f"tuple[{', '.join(kinds)}]"
 
 
@@ -535,6 +566,9 @@ class _Base:
             if d.name in closure:
                 out.append(Statement(d.name, d.expr.render({})))
         return out
+
+    def _scalar_names(self) -> set[str]:
+        return {a.name for a in self.fwd.arguments if a.type in ("int", "SymInt")}
 
     @staticmethod
     def _needs(shape: Shape) -> tuple[set[str], bool]:
@@ -587,7 +621,8 @@ class _Stages(_Base):
             tensors = [next(f"{d.name}[0]" for d in self.op.inputs if d.is_list)]
         base = self._alloc_base(tensors)
         allocs = tuple(
-            Alloc(
+            self._list_alloc(o, base)
+            or Alloc(
                 o.name,
                 base,
                 _shape_expr(o.shape, self.batch),
@@ -602,6 +637,26 @@ class _Stages(_Base):
             allocs,
             tuple(o.name for o in outputs),
         )
+
+    def _list_alloc(self, o: OutputDecl, base: str) -> Alloc | None:
+        """Note [list returns]: a 'Tensor[]' output allocates ``count`` tensors; where the count
+        is a list input's length, element ``_i`` reads its own dims (and dtype) from element
+        ``_i`` of the list inputs that give them."""
+        if o.count is None:
+            return None
+        per_element = element_dims(self.op, o, set(self.plan.bound) | self._scalar_names())
+        rename = {n: f"{lst}[_i].shape[{idx}]" for n, (lst, idx) in per_element.items()}
+        shape = _tuple_expr(
+            [f"*{self.batch}" if e == ELLIPSIS else e.render(rename) for e in o.shape.entries]
+        )
+        source = self.op.input(o.count) if isinstance(o.count, str) else None
+        if source is not None and source.is_list:
+            count = f"len({o.count})"
+            dtype = f"{o.dtype_of}[_i].dtype" if o.dtype_of == o.count else None
+        else:
+            count, dtype = str(o.count), None
+        dtype = dtype or self._dtype(o.dtype, o.dtype_of, base)
+        return Alloc(o.name, base, shape, dtype, count=count)
 
     def _present_if(self, o: OutputDecl) -> str | None:
         """The test under which a 'Tensor?' return is given (its ``when`` argument)."""
@@ -688,7 +743,9 @@ class _Stages(_Base):
             params=_params(s.schema),
             args=_call_args(s.schema),
             annotation=_annotation(
-                len(s.schema.returns), tuple(ret.type == "Tensor?" for ret in s.schema.returns)
+                len(s.schema.returns),
+                tuple(ret.type == "Tensor?" for ret in s.schema.returns),
+                tuple(ret.type == "Tensor[]" for ret in s.schema.returns),
             ),
             impls=impls,
             mutated=tuple(a.name for a in s.schema.arguments if a.is_write),
@@ -912,6 +969,7 @@ class _Public(_Base):
             dtype_of=decl.same_dtype_as,
             device_of=first,
             devices=devices if first is None else (),
+            optional=arg.optional,
         )
 
     def _derived(self) -> list[Statement]:
@@ -982,13 +1040,15 @@ class _Public(_Base):
             result_fields=tuple(
                 Param(o, "Tensor | None", True, None)
                 if o in r.pair_extras or op.output(o).when is not None
-                else Param(o, "Tensor")
+                else Param(o, "list[Tensor]" if op.output(o).count is not None else "Tensor")
                 for o in r.public_outputs
             ),
             docstring=self._docstring(),
             checks=tuple(checks),
             constraints=self._constraints(),
             indexes=self._indexes(),
+            counts=_count_checks(r),
+            lengths=_length_checks(r),
             scalars=self._scalars(),
             variants=tuple(
                 VariantCheck(v.arg, r.names.constant(v.arg, "VALUES"), v.values)
@@ -1060,6 +1120,7 @@ class _Direct(_Base):
                     annotation=_annotation(
                         len(s.schema.returns),
                         tuple(ret.type == "Tensor?" for ret in s.schema.returns),
+                        tuple(ret.type == "Tensor[]" for ret in s.schema.returns),
                     ),
                     args=_call_args(s.schema),
                     cuda=by_device.get("CUDA"),
@@ -1090,7 +1151,7 @@ class _Direct(_Base):
     def call(self) -> DirectCall:
         r, op = self.r, self.op
         tensors = tuple(
-            f"*{a.name}" if a.is_tensor_list else a.name
+            _starred(a) if a.is_tensor_list else a.name
             for a in self.fwd.arguments
             if a.is_tensor or a.is_tensor_list
         )
@@ -1116,6 +1177,29 @@ class _Direct(_Base):
             ),
             grad_free=not any(_may_require_grad(op, d) for d in op.inputs),
         )
+
+
+def _count_checks(r: ResolvedOp) -> tuple[CountCheck, ...]:
+    """Note [list returns]: each int argument that gives a list output's count."""
+    out = []
+    for o in r.op.outputs:
+        arg = r.op.forward.schema.argument(o.count) if isinstance(o.count, str) else None
+        if arg is not None and arg.type in ("int", "SymInt"):
+            out.append(CountCheck(arg.name, o.name))
+    return tuple(out)
+
+
+def _length_checks(r: ResolvedOp) -> tuple[LengthCheck, ...]:
+    """Note [list returns]: list inputs read element by element beside a list output's
+    count list."""
+    out: list[LengthCheck] = []
+    scalars = {a.name for a in r.op.forward.schema.arguments if a.type in ("int", "SymInt")}
+    for o in r.op.outputs:
+        for lst, _ in element_dims(r.op, o, set(r.plan.bound) | scalars).values():
+            check = LengthCheck(lst, o.count, o.name)
+            if lst != o.count and check not in out:
+                out.append(check)
+    return tuple(out)
 
 
 def _arg_note(a: Argument, variant) -> str:
@@ -1144,6 +1228,16 @@ def _return_doc(r: ResolvedOp, fwd: Schema, o: OutputDecl) -> DocArg:
             else "is nonzero"
         )
         when = f" (None unless ``{o.when}`` {given})"
+    if o.count is not None:
+        arg = fwd.argument(o.count) if isinstance(o.count, str) else None
+        count = (
+            f"list of tensors, one per element of ``{o.count}``"
+            if arg is not None and arg.is_tensor_list
+            else f"list of ``{o.count}`` tensors"
+        )
+        if o.dtype_of is not None and o.dtype_of == o.count:
+            dtype = f"dtype of that element of ``{o.dtype_of}``"
+        return DocArg(o.name, f"{count}, each ``{o.shape}``, {dtype}.")
     return DocArg(o.name, f"``{o.shape}``, {dtype}{when}.")
 
 
@@ -1199,7 +1293,7 @@ def _may_require_grad(op, decl) -> bool:
 def _backend_views(schema: Schema, backends) -> tuple[BackendView, ...]:
     args = {a.name: a for a in schema.arguments}
     tensors = tuple(
-        f"*{a.name}" if a.is_tensor_list else a.name
+        _starred(a) if a.is_tensor_list else a.name
         for a in schema.arguments
         if a.is_tensor or a.is_tensor_list
     )
@@ -1216,6 +1310,11 @@ def _backend_views(schema: Schema, backends) -> tuple[BackendView, ...]:
         )
         for i, b in enumerate(backends)
     )
+
+
+def _starred(a: Argument) -> str:
+    """A list argument's tensors spread into a call (an optional list may be None)."""
+    return f"*({a.name} or ())" if a.optional else f"*{a.name}"
 
 
 def _index_note(decl) -> str:
@@ -1252,6 +1351,10 @@ def _runtime_imports(op, public: PublicView, direct_stages=(), stages=()) -> tup
         used.add("check_indexes")
     if public.constraints:
         used.add("constraint_error")
+    if public.counts:
+        used.add("count_error")
+    if public.lengths:
+        used.add("length_error")
     if public.variants:
         used.add("value_error")
     if any(sc.test for sc in public.scalars):

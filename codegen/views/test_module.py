@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from ..resolve.dims import element_dims
 from ..resolve.resolved import ResolvedOp, Role
 from ..resolve.symbols import batch_local
 from ..spec.model import DType, Integration, Sample, Spec
@@ -219,6 +220,8 @@ class TestsView:
     # Something to compare with the reference: a public output or a mutated input ('side_effects'
     # operators may have neither; their test is that every call reaches the launcher).
     compares: bool = True
+    # List outputs ('Tensor[]') and their counts: an integer or an argument's name.
+    output_counts: dict | None = None
 
 
 def sample_id(sample: Sample, dims: tuple[str, ...]) -> str:
@@ -279,12 +282,11 @@ class _Builder:
         )
         made = []
         tested = set(self.test_dtypes())
+        free = _free_list_dims(r)
         for d in op.inputs:
             if d.name in literal:
                 continue
-            shape = _tuple_expr(
-                [f"*{batch_local(op)}" if e == ELLIPSIS else e.render({}) for e in d.shape.entries]
-            )
+            shape = _made_shape(d, free, batch_local(op))
             if d.same_dtype_as is not None:
                 dtype = f"{d.same_dtype_as}.dtype"
             elif set(d.dtypes) >= tested:
@@ -393,6 +395,8 @@ class _Builder:
                 out[a.name] = ("type", *wrong_scalars(self.op, a.name, a.type))
         if self.r.flag:
             out[self.r.flag] = ("type", *wrong_scalars(self.op, self.r.flag, "bool"))
+        for name, how in _list_return_rejects(self.r):
+            out[name] = out.get(name, ()) + (how,)
         for v in self.op.variants:
             out[v.arg] = out.get(v.arg, ()) + ("value",)
         return out
@@ -487,6 +491,7 @@ class _Builder:
                 and r.public_outputs  # '-> ()': no output that could require grad
                 and op.integration is not Integration.EAGER
                 and not d.mutated
+                and not d.is_list
                 and any(x.is_floating for x in (d.dtypes or op.primary.dtypes))
             ),
             devices=r.devices,
@@ -501,6 +506,7 @@ class _Builder:
             indexes=_index_rows(r),
             side_effect_launchers=_side_effect_launchers(op) if op.side_effects else None,
             compares=bool(r.public_outputs) or any(d.mutated for d in op.inputs),
+            output_counts={o.name: o.count for o in op.outputs if o.count is not None} or None,
         )
 
     def backends(self) -> BackendsView | None:
@@ -569,6 +575,54 @@ def _index_bound(r: ResolvedOp, decl) -> str:
         return decl.indexes
     b = r.plan.bound[decl.indexes]
     return f"{b.tensor}.shape[{b.index}]"
+
+
+def _made_shape(d, free: set[str], batch: str) -> str:
+    """The shape expression of a made input; in a list, the dims free per element take another
+    size in each element (element ``_i``: the sample's size + ``_i``)."""
+    rename = {n: f"({n} + _i)" for n in free} if d.is_list else {}
+    return _tuple_expr(
+        [
+            f"*{batch}"
+            if e == ELLIPSIS
+            else f"{e.name} + _i"
+            if e.name in rename
+            else e.render(rename)
+            for e in d.shape.entries
+        ]
+    )
+
+
+def _free_list_dims(r: ResolvedOp) -> set[str]:
+    """The dims only list inputs use (free per element), which each sample sizes."""
+    bound = set(r.plan.bound) | {d.name for d in r.op.dims}
+    scalars = {a.name for a in r.op.forward.schema.arguments if a.is_scalar}
+    return {
+        n
+        for d in r.op.inputs
+        if d.is_list
+        for e in d.shape.entries
+        if e != ELLIPSIS
+        for n in e.names
+        if n not in bound and n not in scalars
+    }
+
+
+def _list_return_rejects(r: ResolvedOp) -> list[tuple[str, str]]:
+    """Note [list returns]: an int argument giving a list output's count is refused negative;
+    a list input read beside the count's list is refused with another length."""
+    out = []
+    known = set(r.plan.bound) | {
+        a.name for a in r.op.forward.schema.arguments if a.type in ("int", "SymInt")
+    }
+    for o in r.op.outputs:
+        arg = r.op.forward.schema.argument(o.count) if isinstance(o.count, str) else None
+        if arg is not None and arg.type in ("int", "SymInt") and (arg.name, "negative") not in out:
+            out.append((arg.name, "negative"))
+        for lst, _ in element_dims(r.op, o, known).values():
+            if lst != o.count and (lst, "length") not in out:
+                out.append((lst, "length"))
+    return out
 
 
 def _index_rows(r: ResolvedOp) -> tuple[IndexRow, ...]:

@@ -152,7 +152,9 @@ def _stage_call(op, args: dict) -> tuple:
         *(args[a.name] for a in schema if not a.kwarg_only),
         **{a.name: args[a.name] for a in schema if a.kwarg_only},
     )
-    return tuple(out) if isinstance(out, (tuple, list)) else (out,)
+    out = tuple(out) if len(op._schema.returns) != 1 else (out,)
+    # A 'Tensor[]' return counts as its elements, in order.
+    return tuple(t for o in out for t in (o if isinstance(o, list) else (o,)))
 
 
 def _trace(trace: list, qualname: str, what: str) -> list[str]:

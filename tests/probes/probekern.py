@@ -103,3 +103,37 @@ def outliers(x, batch=None, threshold=0.0, I=1):  # noqa: E741 (the schema's nam
 def outliers_ref(x, batch=None, threshold=0.0, I=1):  # noqa: E741
     y = x.float() * I if batch is None else x.float() * I + batch.float()[:, None]
     return y, (x.float().abs() > threshold).float() if threshold else None
+
+
+def split_pair(x, alpha=2.0):
+    return [(x * alpha).contiguous(), (x + 1).contiguous()]
+
+
+def split_pair_ref(x, alpha=2.0):
+    return [x.float() * alpha, x.float() + 1]
+
+
+def repeat_n(x, n, shift=None):
+    base = x if shift is None else x + shift
+    return base.cumsum(0).contiguous(), [(base * (i + 1)).float().contiguous() for i in range(n)]
+
+
+def repeat_n_ref(x, n, shift=None):
+    base = x.float() if shift is None else x.float() + shift.float()
+    return base.cumsum(0), [base * (i + 1) for i in range(n)]
+
+
+def grouped_mm(X, W):
+    return [(x @ w.T).contiguous() for x, w in zip(X, W, strict=True)]
+
+
+def grouped_mm_ref(X, W):
+    return [x.float() @ w.float().T for x, w in zip(X, W, strict=True)]
+
+
+def weighted_sum(x, weights=None):
+    return (x + sum(weights or [], torch.zeros_like(x))).contiguous()
+
+
+def weighted_sum_ref(x, weights=None):
+    return x.float() + sum((w.float() for w in weights or []), torch.zeros_like(x.float()))

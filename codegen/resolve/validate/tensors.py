@@ -153,6 +153,7 @@ def outputs(r: ResolvedOp, report: Report) -> None:
                 f"dtype of output '{decl.name}' names '{decl.dtype_of}', which is neither a dtype ({one_of(DType.names())}) nor an input",
             )
     _optional_returns(r, report)
+    _list_returns(r, report)
     declared = [d.name for d in op.outputs]
     if not full.returns:
         # '-> ()': the operator updates its Tensor(a!) arguments and returns nothing.
@@ -352,3 +353,91 @@ def _drawn_numel(decl: TensorDecl, sample) -> int | None:
         except (EvaluationError, KeyError, IndexError):
             return None
     return numel
+
+
+# Note [list returns]: a 'Tensor[]' return is a list whose length the fake must know, so its
+# output declares 'count': a literal (libraries return '[xq, scale]' typed as a list), an int
+# argument (its value, checked >= 0 by the public function), or a 'Tensor[]' input (one tensor per
+# element). Each element has the declared shape; with a list input's count, a dim that only list
+# inputs give is read from element i of the list that has it (element i of another list only
+# where the public function has checked that it is as long as the count's), and 'dtype: <that
+# list>' is element i's dtype. The fake allocates each element with new_empty (contiguous).
+# List returns are always given and public, and never belong to an operator with a backward or
+# an arity pair: autograd.Function does not track tensors inside a list. 'Tensor?[]' and
+# 'Tensor[]?' returns are refused where the schema is parsed: no declaration could say which
+# elements (or whether the list) the fake returns as None.
+
+
+def _list_returns(r: ResolvedOp, report: Report) -> None:
+    """Note [list returns]: a 'Tensor[]' return says how many tensors it holds with 'count' (an
+    integer, an int argument, or a list input), is public and given always, and belongs to an
+    operator without a backward (an arity pair's schema refuses it where it is parsed)."""
+    op = r.op
+    full = op.arity_pair.schema if op.arity_pair is not None else op.forward.schema
+    kinds = {ret.name: ret.type for ret in full.returns if ret.name}
+    for decl in op.outputs:
+        is_list = kinds.get(decl.name) == "Tensor[]"
+        if not is_list:
+            if decl.count is not None:
+                report.error(
+                    decl.count_loc,
+                    f"output '{decl.name}' has 'count' but its return is not 'Tensor[]'",
+                )
+            continue
+        if decl.count is None:
+            report.error(
+                decl.loc,
+                f"output '{decl.name}' is a 'Tensor[]' return: say how many tensors it holds with "
+                "'count: <an integer, an int argument, or a list input>'",
+            )
+        elif isinstance(decl.count, str):
+            _count_source(r, decl, report)
+        if op.backward is not None:
+            report.error(
+                decl.loc,
+                f"output '{decl.name}' is a list ('Tensor[]') in an operator with a backward: "
+                "autograd.Function does not track tensors inside a list; return a fixed number of "
+                "tensors (-> (Tensor a, Tensor b))",
+            )
+        if not decl.public:
+            report.error(
+                decl.loc,
+                f"output '{decl.name}' is a list ('Tensor[]'), which is always public (an "
+                "operator with a list output has no backward to read a saved one); drop "
+                "'public: false'",
+            )
+        if decl.dtype_of is not None and (src := op.input(decl.dtype_of)) is not None:
+            if src.is_list and decl.dtype_of != decl.count:
+                report.error(
+                    decl.loc,
+                    f"dtype of list output '{decl.name}' names list input '{decl.dtype_of}', "
+                    f"whose elements may differ in dtype; element i takes element i's dtype only "
+                    f"where 'count: {decl.dtype_of}'",
+                )
+
+
+def _count_source(r: ResolvedOp, decl, report: Report) -> None:
+    """'count' names a required int/SymInt argument or a 'Tensor[]' input of the forward."""
+    op, name = r.op, decl.count
+    arg = op.forward.schema.argument(name)
+    if arg is None:
+        names = [
+            a.name for a in op.forward.schema.arguments if a.type in ("int", "SymInt", "Tensor[]")
+        ]
+        report.error(
+            decl.count_loc,
+            f"'count' of output '{decl.name}' names '{name}', which is not an argument of the "
+            f"forward schema{did_you_mean(name, names)}; it is an integer, an int argument or a "
+            "list input",
+        )
+    elif arg.type not in ("int", "SymInt", "Tensor[]"):
+        why = ""
+        if arg.type in ("int?", "SymInt?", "Tensor[]?"):
+            why = f" ('{arg.type}' may be None, which gives no number of tensors)"
+        elif arg.type == "Tensor?[]":
+            why = " (a None element of a 'Tensor?[]' has nothing to size an output element)"
+        report.error(
+            decl.count_loc,
+            f"'count' of output '{decl.name}' names '{name}' of type '{arg.type}'; it must name "
+            f"an 'int' or 'SymInt' argument or a 'Tensor[]' input{why}",
+        )

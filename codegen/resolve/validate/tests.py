@@ -97,6 +97,13 @@ def _varlen(r: ResolvedOp, report: Report) -> None:
         report.error(v.loc, f"no sample gives '{v.offsets}', so the varlen test would not run")
     if v.dim not in p.bound:
         report.error(v.loc, f"varlen dim '{v.dim}' is not a dim bound by the inputs")
+    for out in op.outputs:
+        if out.count is not None:
+            report.error(
+                v.loc,
+                f"varlen: output '{out.name}' is a list ('Tensor[]'), which the varlen test "
+                "cannot cut into sequences; declare varlen on an operator without list outputs",
+            )
     for name in v.per_sequence:
         if op.input(name) is None and op.output(name) is None:
             report.error(
