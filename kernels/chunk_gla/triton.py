@@ -9,6 +9,19 @@ from .._triton import cdiv, launchable, next_power_of_2
 _BT = 64
 _BH = 16  # heads per program of the forward's cumulative-decay pass
 _MAX_K = 256
+# Note [log-decay floor]: every pass reads g through _floored, which raises a log-decay below
+# _G_FLOOR to it. Any g <= -104 already gives exp(g) == 0 in float32 (below half the smallest
+# subnormal, 2**-150), so for log-decays in the declared domain [-inf, 0] the floor changes no
+# decay: a product of decays over a range that holds a floored token is exp(<= _G_FLOOR) == 0
+# before and after. What it prevents is what the in-chunk cumulative log-decay G does with
+# such values: g = -inf makes G_i - G_j = -inf - (-inf) = NaN for two tokens after it, and a
+# large finite g (-1e4, -1e10) leaves G_i - G_j for those tokens as the difference of two
+# numbers of that size, whose rounding (an ulp of 1e10 is 1024) makes the decay between them
+# anything from 0 to inf. Floored, every G within a chunk stays above 64 * _G_FLOOR, so those
+# differences carry an error of an ulp of a few hundred (1.5e-5), not of the value written. A
+# NaN g stays NaN. Gradients are those of the unfloored g: dg is assembled from the decays,
+# and at a token whose decay is 0 it is 0, as the reference's exp(g) * (...) is.
+_G_FLOOR = -110.0
 
 
 # MODE 0: dot operands rounded to the 16-bit input dtype (tensor cores), fp32 accumulation.
@@ -153,10 +166,16 @@ def _chunk_tokens(bos, eos, i_c, o_t, BT: tl.constexpr):
 
 
 @triton.jit
+def _floored(b_g):
+    # g raised to _G_FLOOR where below it, NaN kept (Note [log-decay floor]).
+    return tl.where(b_g < _G_FLOOR, _G_FLOOR, b_g)
+
+
+@triton.jit
 def _chunk_decay(p_g0, t, s_gt, m_t, o_t, BT: tl.constexpr):
     # In-chunk cumulative log-decay G and its last entry G_L (padding has g = 0, so
     # exp(G_L - G_t) is exactly 1 at the last token).
-    b_g = tl.load(p_g0 + t * s_gt, mask=m_t, other=0.0).to(tl.float32)
+    b_g = _floored(tl.load(p_g0 + t * s_gt, mask=m_t, other=0.0).to(tl.float32))
     b_G = tl.cumsum(b_g, axis=0)
     b_GL = tl.sum(tl.where(o_t == BT - 1, b_G, 0.0), axis=0)
     return b_G, b_GL
@@ -246,7 +265,7 @@ def _gla_fwd_g_kernel(
         t, m_t = _chunk_tokens(bos, eos, i_c, tl.arange(0, BT), BT)
         m = m_t[:, None] & (o_h < H)[None, :]
         p_g = g + i_b * s_gb + t[:, None] * s_gt + o_h[None, :] * s_gh
-        b_g = tl.load(p_g, mask=m, other=0.0).to(tl.float32)
+        b_g = _floored(tl.load(p_g, mask=m, other=0.0).to(tl.float32))
         p_gc = gc + (i_b * H + o_h[None, :]) * T + t[:, None]
         tl.store(p_gc, tl.cumsum(b_g, axis=0), mask=m)
 
