@@ -9,6 +9,7 @@ stay Python values here; ``templates/test_op.py.jinja`` writes them with the ``p
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass
 
@@ -125,6 +126,9 @@ class InputsView:
     derived: tuple[Statement, ...]
     made: tuple[MadeInput, ...]
     entries: tuple[Entry, ...]
+    # Drawn inputs whose init reaches outside their declared domain: (name, (lower, upper)),
+    # clamped into it after drawing (bounds as ``repr`` strings: "-inf" is no Python literal).
+    clamped: tuple[tuple[str, tuple[str, str]], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -213,6 +217,8 @@ class TestsView:
     module: str = ""  # the operator's module in the package
     forward_qualnames: tuple[str, ...] = ()  # the forward operator and its arity pair
     indexes: tuple[IndexRow, ...] = ()  # index inputs (out-of-range tests)
+    # Inputs with a declared value domain: name -> (lower, upper) as ``repr`` strings.
+    domains: dict | None = None
 
 
 def sample_id(sample: Sample, dims: tuple[str, ...]) -> str:
@@ -318,6 +324,7 @@ class _Builder:
             derived=self._derived_for_inputs(),
             made=tuple(made),
             entries=tuple(entries),
+            clamped=_clamped(op, literal),
         )
 
     def _derived_for_inputs(self) -> tuple[Statement, ...]:
@@ -491,6 +498,7 @@ class _Builder:
                 tuple(s.names.binding for s in r.stages) if op.eager_fast_path else ()
             ),
             indexes=_index_rows(r),
+            domains={d.name: _bounds(d.domain) for d in op.inputs if d.domain is not None},
         )
 
     def backends(self) -> BackendsView | None:
@@ -599,6 +607,26 @@ def _index_refuses(op, sample, dim: str) -> bool:
         if numel:
             return True
     return False
+
+
+# Value domains (docs/spec.md, "Value domains"): the range each init draws from, and the drawn
+# inputs whose init reaches outside their domain.
+INIT_RANGES = {"randn": (-math.inf, math.inf), "logsigmoid": (-math.inf, 0.0)}
+
+
+def _bounds(domain: tuple[float, float]) -> tuple[str, str]:
+    return repr(domain[0]), repr(domain[1])
+
+
+def _clamped(op, literal: set) -> tuple[tuple[str, tuple[str, str]], ...]:
+    out = []
+    for d in op.inputs:
+        if d.domain is None or d.name in literal or d.init not in INIT_RANGES:
+            continue
+        lo, hi = INIT_RANGES[d.init]
+        if d.domain[0] > lo or d.domain[1] < hi:
+            out.append((d.name, _bounds(d.domain)))
+    return tuple(out)
 
 
 def tests_view(spec: Spec, r: ResolvedOp) -> TestsView:

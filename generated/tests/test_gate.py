@@ -175,6 +175,18 @@ def test_gradients_match_reference(sample, dtype, layout, config):
     SUITE.check_gradients(sample, dtype, layout, config)
 
 
+# Declared value domains (docs/spec.md, "Value domains"): each boundary value of an input placed
+# at the first index of its longest dim, a third of the way in and over its last third, on the
+# first dtype and the default configuration; every boundary value on the first sample, the
+# bounds alone on each sample that spells out offsets.
+DOMAINS = {"g": ("-inf", "inf")}
+
+
+@pytest.mark.parametrize("sample, name, value", _t.domain_cases(SAMPLES, DOMAINS, None))
+def test_domain_edges_match_reference(sample, name, value):
+    _t.check_domain_edge(SUITE, sample, next(iter(DTYPES)), name, value, True)
+
+
 # Each dim of the first sample set to 0 (for '...': its first leading dim): computed as the
 # reference computes it, or refused before any launch when a constraint forbids it.
 ZERO_SIZES = {"H": "computed", "K": "computed", "batch": "computed"}
