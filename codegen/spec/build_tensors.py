@@ -209,12 +209,14 @@ def _domain(reader: Reader, node: Node, name: str) -> tuple[float, float] | None
                 f'infinity (-.inf, .inf, "-inf", "inf"); got {kind(item)}',
             )
             return None
-        if isinstance(v, int) and abs(v) > 2**1023:
-            v = math.copysign(math.inf, v)  # beyond every float: the bound is infinite
+        try:
+            v = float(v)
+        except OverflowError:  # an integer beyond every float: an infinite bound
+            v = math.inf if v > 0 else -math.inf
         if math.isnan(v):
             reader.error(item.loc, f"{which} bound of the domain of input '{name}' cannot be NaN")
             return None
-        bounds.append(float(v))
+        bounds.append(v)
     lower, upper = bounds
     if lower > upper:
         reader.error(

@@ -1,4 +1,5 @@
 import functools
+import math
 
 import torch
 import triton
@@ -2309,6 +2310,18 @@ def _packed(cu_seqlens, B, T, device):
     return cu_seqlens.contiguous(), cu_seqlens.shape[0] - 1
 
 
+def _scale(scale, K):
+    # Note [finite scale]: a non-finite scale is refused. With scale = inf every output is
+    # +-inf or NaN (0 * inf) and every gradient NaN, so no caller wants it; and the kernels
+    # fold scale into partial products (q * exp(G) * scale, the in-chunk attention) whose sum
+    # is inf - inf = NaN where the reference's scale * (q S) is +-inf. Matching that would
+    # take a scale applied after every sum, for results no one can use.
+    scale = K**-0.5 if scale is None else scale
+    if not math.isfinite(scale):
+        raise ValueError(f"chunk_gla: scale must be finite, got {scale}")
+    return scale
+
+
 def _float32(x):
     """None, or ``x`` as a contiguous float32 tensor (itself when it already is one)."""
     if x is None or (x.dtype is torch.float32 and x.is_contiguous()):
@@ -2367,7 +2380,8 @@ def chunk_gla_fwd(
         k: ``[B, T, H, K]``, ``q``'s dtype, any strides.
         v: ``[B, T, H, V]``, ``q``'s dtype, any strides.
         g: ``[B, T, H]`` float32 log-decay per token and head, any strides.
-        scale: multiplies the output; None means ``K ** -0.5``.
+        scale: multiplies the output; None means ``K ** -0.5``; finite (``ValueError``
+            otherwise, Note [finite scale]).
         initial_state: ``[N, H, K, V]`` float32 state before the first token of each sequence,
             or None (zeros).
         cu_seqlens: ``[N + 1]`` int32 or int64 offsets of ``N`` packed sequences in ``T``, any
@@ -2393,7 +2407,7 @@ def chunk_gla_fwd(
     ``initial_state`` of another shape than ``[N, H, K, V]``: ``ValueError``.
     """
     B, T, H, K = q.shape
-    scale = K**-0.5 if scale is None else scale
+    scale = _scale(scale, K)
     V = v.shape[-1]
     cu_seqlens, N = _packed(cu_seqlens, B, T, q.device)
     _per_sequence("initial_state", initial_state, (N, H, K, V))
@@ -2548,7 +2562,7 @@ def chunk_gla_bwd(q, k, v, g, scale: float | None, initial_state, cu_seqlens, do
     or ``dht`` of another shape than ``[N, H, K, V]``: ``ValueError``.
     """
     B, T, H, K = q.shape
-    scale = K**-0.5 if scale is None else scale
+    scale = _scale(scale, K)
     V = v.shape[-1]
     cu_seqlens, N = _packed(cu_seqlens, B, T, q.device)
     _per_sequence("initial_state", initial_state, (N, H, K, V))
@@ -2860,7 +2874,7 @@ def chunk_gla_bwd_sequential(q, k, v, g, scale, initial_state, cu_seqlens, do, d
     V block walking every chunk), as the backward was computed before the chunk-parallel
     passes; for comparisons. Same arguments and results; ``g`` float32."""
     B, T, H, K = q.shape
-    scale = K**-0.5 if scale is None else scale
+    scale = _scale(scale, K)
     V = v.shape[-1]
     cu, N = _packed(cu_seqlens, B, T, q.device)
     h0, dht = _float32(initial_state), _float32(dht)
