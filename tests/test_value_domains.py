@@ -253,3 +253,55 @@ def test_chunk_gla_refuses_a_non_finite_scale(scale):
     ):
         with pytest.raises(ValueError, match=r"^chunk_gla: scale must be finite, got"):
             call()
+
+
+class _Twice(torch.autograd.Function):
+    """y = 2 exp(x); with ``nan_grad`` its backward gives NaN at x = -inf (0 * x), as a kernel
+    that multiplies by its input there would."""
+
+    @staticmethod
+    def forward(ctx, x, nan_grad):
+        ctx.save_for_backward(x)
+        ctx.nan_grad = nan_grad
+        return 2 * torch.exp(x)
+
+    @staticmethod
+    def backward(ctx, grad):
+        (x,) = ctx.saved_tensors
+        extra = 0 * x if ctx.nan_grad else 0
+        return grad * 2 * torch.exp(x) * (1 + extra), None
+
+
+def _suite(fn):
+    def make_inputs(sample, dtype, config="default"):
+        return {"x": torch.linspace(-1, 0, 12).reshape(3, 4)}
+
+    return T.Suite(
+        fn=fn,
+        reference=lambda x: 2 * torch.exp(x),
+        make_inputs=make_inputs,
+        configs={"default": {}},
+        flag=None,
+        public_outputs=("y",),
+        differentiable=("x",),
+        mutated=(),
+        tolerance={"fp32": (1e-6, 1e-6)},
+        grad_tolerance={"fp32": (1e-6, 1e-6)},
+        seed=0,
+        op="twice",
+    )
+
+
+@pytest.mark.parametrize("value", T.domain_values(("-inf", "0.0")))
+def test_check_domain_edge_passes_a_kernel_that_holds_at_the_edges(value):
+    T.check_domain_edge(_suite(lambda x: _Twice.apply(x, False)), "s", "fp32", "x", value, True)
+
+
+def test_check_domain_edge_fails_a_kernel_that_breaks_at_the_edges():
+    forward_nan = _suite(lambda x: 2 * torch.exp(x) + 0 * x)
+    with pytest.raises(AssertionError, match=r"twice with x = -inf: output y: 9 of 12 entries"):
+        T.check_domain_edge(forward_nan, "s", "fp32", "x", -INF, True)
+    backward_nan = _suite(lambda x: _Twice.apply(x, True))
+    T.check_domain_edge(backward_nan, "s", "fp32", "x", -1e10, True)
+    with pytest.raises(AssertionError, match=r"twice with x = -inf: grad of x: 9 of 12 entries"):
+        T.check_domain_edge(backward_nan, "s", "fp32", "x", -INF, True)
