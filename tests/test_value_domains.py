@@ -206,8 +206,7 @@ def _chunk_gla_case(T_, cu, places, value, seed=0):
     from attnops_kernels.chunk_gla import triton as C
 
     gen = torch.Generator().manual_seed(seed)
-    H, K, V = 2, 16, 16
-    B = 1 if cu is not None else 2
+    B, H, K, V = 1, 2, 16, 16
     N = len(cu) - 1 if cu is not None else B
 
     def rnd(*shape):
@@ -229,10 +228,9 @@ def _chunk_gla_case(T_, cu, places, value, seed=0):
         T.assert_close_at_edge(got, ref, 2e-4, 1e-4, name, False)
 
 
-@pytest.mark.parametrize("value", [-INF, -1e10])
-def test_chunk_gla_a_whole_chunk_of_resets(value):
+def test_chunk_gla_a_whole_chunk_of_resets():
     # Tokens 64..127 (the whole second chunk) and the last token; one more chunk follows.
-    _chunk_gla_case(130, None, [*range(64, 128), 129], value)
+    _chunk_gla_case(130, None, [*range(64, 128), 129], -INF)
 
 
 def test_chunk_gla_resets_in_packed_sequences():

@@ -22,7 +22,7 @@ _MAX_K = 256
 # differences carry an error of an ulp of a few hundred (1.5e-5), not of the value written. A
 # NaN g stays NaN. Gradients are those of the unfloored g: dg is assembled from the decays,
 # and at a token whose decay is 0 it is 0, as the reference's exp(g) * (...) is.
-_G_FLOOR = -110.0
+_G_FLOOR = tl.constexpr(-110.0)
 
 
 # MODE 0: dot operands rounded to the 16-bit input dtype (tensor cores), fp32 accumulation.
