@@ -13,15 +13,18 @@ _MAX_K = 256
 # Note [log-decay floor]: every pass reads g through _floored, which raises a log-decay below
 # _G_FLOOR to it. Any g <= -104 already gives exp(g) == 0 in float32 (below half the smallest
 # subnormal, 2**-150), so for log-decays in the declared domain [-inf, 0] the floor changes no
-# decay: a product of decays over a range that holds a floored token is exp(<= _G_FLOOR) == 0
-# before and after. What it prevents is what the in-chunk cumulative log-decay G does with
-# such values: g = -inf makes G_i - G_j = -inf - (-inf) = NaN for two tokens after it, and a
-# large finite g (-1e4, -1e10) leaves G_i - G_j for those tokens as the difference of two
-# numbers of that size, whose rounding (an ulp of 1e10 is 1024) makes the decay between them
-# anything from 0 to inf. Floored, every G within a chunk stays above 64 * _G_FLOOR, so those
-# differences carry an error of an ulp of a few hundred (1.5e-5), not of the value written. A
-# NaN g stays NaN. Gradients are those of the unfloored g: dg is assembled from the decays,
-# and at a token whose decay is 0 it is 0, as the reference's exp(g) * (...) is.
+# decay: the decay over a range of tokens that holds a floored one is exp(sum of its g) with
+# every other g <= 0, so exp(<= _G_FLOOR) == 0 before and after. What the floor prevents is
+# what the in-chunk cumulative log-decay G does with such values: g = -inf makes
+# G_i - G_j = -inf - (-inf) = NaN for two tokens after it, and a large finite g (-1e4, -1e10)
+# leaves G_i - G_j for those tokens as the difference of two numbers of that size, whose
+# rounding (an ulp of 1e10 is 1024) makes the decay between them anything from 0 to inf.
+# Floored, every G within a chunk stays above 64 * _G_FLOOR and near a reset within a few
+# hundred, so those differences carry an ulp of a few hundred (1.5e-5), as after g = -100.
+# A NaN g stays NaN. dg is assembled from the decays, as if nothing were floored: at a token
+# whose decay is 0 it is 0 up to rounding, as the reference's exp(g) * (...) is. The cost is
+# one compare and select per token and head where g is read (the cumulative pass and the
+# sequential kernels), none in the inner products.
 _G_FLOOR = tl.constexpr(-110.0)
 
 
