@@ -125,8 +125,8 @@ def _tests_module(text: str) -> str:
 def test_generated_tests_hold_the_domains_and_their_test():
     tests = _tests_module(_g("init: logsigmoid, domain: [-.inf, 0]"))
     assert 'DOMAINS = {"g": ("-inf", "0.0")}' in tests
-    assert "_t.domain_cases(SAMPLES, DOMAINS, None)" in tests
-    assert "def test_domain_edges_match_reference(sample, name, value):" in tests
+    assert "_t.domain_cases(SAMPLES, DOMAINS, None, CONFIGS, VARIANTS)" in tests
+    assert "def test_domain_edges_match_reference(sample, config, name, value):" in tests
     # logsigmoid draws inside [-inf, 0]: nothing is clamped.
     assert "into_domain" not in tests
     assert "DOMAINS" not in _tests_module(CHUNK)
@@ -160,8 +160,24 @@ def test_edge_values(domain, values, bounds):
 def test_domain_cases_add_the_bounds_on_packed_samples():
     samples = {"a": {"T": 5}, "b": {"T": 9, "cu_seqlens": (0, 4, 9)}, "c": {"T": 7}}
     ids = [p.id for p in T.domain_cases(samples, {"g": ("-inf", "0.0")}, "cu_seqlens")]
-    assert ids == ["a-g=-inf", "a-g=-1e+10", "a-g=-10000", "a-g=0", "b-g=-inf", "b-g=0"]
+    assert ids == [
+        "a-default-g=-inf",
+        "a-default-g=-1e+10",
+        "a-default-g=-10000",
+        "a-default-g=0",
+        "b-default-g=-inf",
+        "b-default-g=0",
+    ]
     assert len(T.domain_cases(samples, {"g": ("-inf", "0.0")}, None)) == 4
+
+
+def test_domain_cases_try_the_bounds_of_each_variant():
+    configs = T.configs({"kind": ("a", "b")}, ["h0"], "flag")
+    cases = T.domain_cases({"s": {}}, {"g": ("-5.0", "0.0")}, None, configs, ("kind",))
+    assert [p.id for p in cases] == ["s-default-g=-5", "s-default-g=0", "s-b-g=-5", "s-b-g=0"]
+    cases = T.domain_cases({"s": {}}, {"g": ("-inf", "0.0")}, None, configs, ("kind",))
+    assert [p.id for p in cases][3:] == ["s-default-g=0", "s-b-g=-inf", "s-b-g=0"]
+    assert {p.values[1] for p in cases} == {"default", "b"}
 
 
 @pytest.mark.parametrize(

@@ -1225,18 +1225,32 @@ def domain_values(domain: tuple[str, str], bounds_only: bool = False) -> list[fl
     return out
 
 
-def domain_cases(samples: dict, domains: dict, offsets: str | None = None) -> list:
-    """``pytest.param(sample, name, value)``: every edge value of each input's domain on the
-    first sample, and its bounds on each sample that spells out the offsets input ``offsets``
-    (values inside and across packed sequences)."""
+def domain_cases(
+    samples: dict, domains: dict, offsets: str | None = None, configs=None, variants=()
+) -> list:
+    """``pytest.param(sample, config, name, value)``: every edge value of each input's domain on
+    the first sample and the default configuration; its bounds on each configuration that
+    departs from the default only in ``variants`` (a variant is another computation), and on
+    each sample that spells out the offsets input ``offsets`` (values inside and across packed
+    sequences)."""
+    configs = configs or {"default": {}}
+    default = next(iter(configs.values()))
+    kept = [
+        c
+        for c, values in configs.items()
+        if all(v == default[k] for k, v in values.items() if k not in variants)
+    ]
     first = next(iter(samples))
     out = []
     for sample, sizes in samples.items():
         if sample != first and (offsets is None or sizes.get(offsets) is None):
             continue
-        for name, domain in domains.items():
-            for v in domain_values(domain, bounds_only=sample != first):
-                out.append(pytest.param(sample, name, v, id=case_id(sample, f"{name}={v:g}")))
+        for config in kept:
+            for name, domain in domains.items():
+                every = sample == first and config == kept[0]
+                for v in domain_values(domain, bounds_only=not every):
+                    vid = case_id(sample, config, f"{name}={v:g}")
+                    out.append(pytest.param(sample, config, name, v, id=vid))
     return out
 
 
@@ -1287,25 +1301,31 @@ def assert_close_at_edge(
 
 
 def check_domain_edge(
-    suite: Suite, sample: str, dtype: str, name: str, value: float, gradients: bool
+    suite: Suite,
+    sample: str,
+    dtype: str,
+    name: str,
+    value: float,
+    gradients: bool,
+    config: str = "default",
 ) -> None:
     """The public function with input ``name`` holding ``value`` (``with_edge``) against the
-    reference, on the default configuration: its results and mutated inputs and, where the
-    operator has gradients, the gradients of a random projection of its results."""
-    inputs = suite.make_inputs(sample, dtype, "default")
+    reference, on ``config``: its results and mutated inputs and, where the operator has
+    gradients, the gradients of a random projection of its results."""
+    inputs = suite.make_inputs(sample, dtype, config)
     inputs[name] = with_edge(inputs[name], value)
-    what = f"{suite.op} with {name} = {value:g}"
+    what = f"{suite.op} with {name} = {value:g}" + (f" ({config})" if config != "default" else "")
     expected_inputs = float32_copies(inputs)
     grads, expected_grads = {}, {}
     if gradients:
         gen = torch.Generator().manual_seed(suite.seed + 2)
-        out, weights, grads = suite.loss_and_grads(suite.fn, inputs, "default", gen)
+        out, weights, grads = suite.loss_and_grads(suite.fn, inputs, config, gen)
         expected, _, expected_grads = suite.loss_and_grads(
-            suite._reference_public, expected_inputs, "default", gen, weights
+            suite._reference_public, expected_inputs, config, gen, weights
         )
     else:
-        out = suite.call(suite.fn, inputs, "default")
-        expected = suite.reference_outputs(expected_inputs, "default")
+        out = suite.call(suite.fn, inputs, config)
+        expected = suite.reference_outputs(expected_inputs, config)
     suite.check_results(out, expected, inputs)
     atol, rtol = suite.tolerance[dtype]
     for out_name, got, want in zip(suite.public_outputs, out, expected, strict=True):

@@ -221,14 +221,15 @@ def test_packed_varlen_matches_per_sequence(sample, config):
 
 # Declared value domains (docs/spec.md, "Value domains"): each boundary value of an input placed
 # at the first index of its longest dim, a third of the way in and over its last third, on the
-# first dtype and the default configuration; every boundary value on the first sample, the
-# bounds alone on each sample that spells out offsets.
+# first dtype: every boundary value on the first sample and the default configuration, the
+# bounds alone on each other variant value and each sample that spells out offsets.
 DOMAINS = {"g": ("-inf", "0.0")}
+DOMAIN_CASES = _t.domain_cases(SAMPLES, DOMAINS, "cu_seqlens", CONFIGS, VARIANTS)
 
 
-@pytest.mark.parametrize("sample, name, value", _t.domain_cases(SAMPLES, DOMAINS, "cu_seqlens"))
-def test_domain_edges_match_reference(sample, name, value):
-    _t.check_domain_edge(SUITE, sample, next(iter(DTYPES)), name, value, True)
+@pytest.mark.parametrize("sample, config, name, value", DOMAIN_CASES)
+def test_domain_edges_match_reference(sample, config, name, value):
+    _t.check_domain_edge(SUITE, sample, next(iter(DTYPES)), name, value, True, config)
 
 
 def malformed_offsets_outcomes(sample: str) -> list[str]:
