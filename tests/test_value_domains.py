@@ -261,9 +261,13 @@ def test_chunk_gla_refuses_a_non_finite_scale(scale):
 
     q = torch.randn(1, 4, 1, 16, device=DEVICE)
     g = torch.zeros(1, 4, 1, device=DEVICE)
+    import attnops
+
     for call in (
         lambda: C.chunk_gla_fwd(q, q, q, g, scale, None, None, False),
         lambda: C.chunk_gla_bwd(q, q, q, g, scale, None, None, q, None),
+        lambda: attnops.chunk_gla(q, q, q, g, scale=scale),
+        lambda: attnops.chunk_gla(q.requires_grad_(), q, q, g, scale=scale),
     ):
         with pytest.raises(ValueError, match=r"^chunk_gla: scale must be finite, got"):
             call()
