@@ -7,6 +7,9 @@ schema are checked later, in ``resolve/validate``.
 
 from __future__ import annotations
 
+import math
+import re
+
 from .errors import one_of
 from .load import Node
 from .model import ABSENT_GRADIENTS, INITS, NEGATIVE_POLICIES, DType, OutputDecl, TensorDecl
@@ -25,6 +28,7 @@ INPUT_KEYS = (
     "list",
     "indexes",
     "negative",
+    "domain",
 )
 OUTPUT_KEYS = ("shape", "dtype", "public", "when", "count")
 
@@ -153,6 +157,10 @@ def inputs(reader: Reader, node: Node) -> tuple[TensorDecl, ...] | None:
             ok = False
         else:
             init = index.pop("init")
+        domain = None
+        if (d := m.get("domain")) is not None:
+            domain = _domain(reader, d, name)
+            ok = ok and domain is not None
         if shape is None or dtypes is None or index is None:
             ok = False
             continue
@@ -172,9 +180,58 @@ def inputs(reader: Reader, node: Node) -> tuple[TensorDecl, ...] | None:
                 absent_loc,
                 flags["list"],
                 **index,
+                domain=domain,
+                domain_loc=m.key_loc("domain") if domain is not None else None,
             )
         )
     return tuple(decls) if ok else None
+
+
+# A bound written as a string: a decimal number or an infinity ("-inf", "+inf", "inf"). YAML
+# 1.1 reads "1e4" (no dot) as a string, so the strings take what its numbers may not.
+_BOUND = re.compile(r"[+-]?(inf|(\d+\.?\d*|\.\d+)(e[+-]?\d+)?)", re.IGNORECASE)
+
+
+def _domain(reader: Reader, node: Node, name: str) -> tuple[float, float] | None:
+    """``domain: [lower, upper]`` of input ``name`` (docs/spec.md, "Value domains"): two numbers,
+    YAML infinities (``-.inf``, ``.inf``) or strings (``"-inf"``, ``"1e4"``), lower <= upper;
+    NaN and booleans are refused. None after reporting a problem."""
+    if not node.is_seq or len(node.value) != 2:
+        reader.error(
+            node.loc,
+            f"'domain' of input '{name}' must be a list of two bounds [lower, upper], such as "
+            f"[-.inf, 0]; got {kind(node)}" + (f" of {len(node.value)}" if node.is_seq else ""),
+        )
+        return None
+    bounds = []
+    for which, item in zip(("lower", "upper"), node.value, strict=True):
+        v = item.value
+        if isinstance(v, str) and _BOUND.fullmatch(v.strip()):
+            v = float(v)
+        if isinstance(v, bool) or not isinstance(v, (int, float)):
+            reader.error(
+                item.loc,
+                f"{which} bound of the domain of input '{name}' must be a number or an "
+                f'infinity (-.inf, .inf, "-inf", "inf"); got {kind(item)}',
+            )
+            return None
+        try:
+            v = float(v)
+        except OverflowError:  # an integer beyond every float: an infinite bound
+            v = math.inf if v > 0 else -math.inf
+        if math.isnan(v):
+            reader.error(item.loc, f"{which} bound of the domain of input '{name}' cannot be NaN")
+            return None
+        bounds.append(v)
+    lower, upper = bounds
+    if lower > upper:
+        reader.error(
+            node.loc,
+            f"the domain of input '{name}' is empty: its lower bound {lower:g} is above its "
+            f"upper bound {upper:g}",
+        )
+        return None
+    return lower, upper
 
 
 def _index_keys(reader: Reader, m, name: str, flags: dict, init: str) -> dict | None:

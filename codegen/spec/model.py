@@ -159,6 +159,10 @@ class TensorDecl:
     indexes_loc: Location | None = None
     negative: str | None = None  # one of NEGATIVE_POLICIES
     negative_loc: Location | None = None
+    # The closed range [lower, upper] of the input's values (docs/spec.md, "Value domains");
+    # a bound may be infinite. None: not declared.
+    domain: tuple[float, float] | None = None
+    domain_loc: Location | None = None
 
     @property
     def skips_negative(self) -> bool:

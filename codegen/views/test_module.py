@@ -9,6 +9,7 @@ stay Python values here; ``templates/test_op.py.jinja`` writes them with the ``p
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass
 
@@ -127,6 +128,9 @@ class InputsView:
     derived: tuple[Statement, ...]
     made: tuple[MadeInput, ...]
     entries: tuple[Entry, ...]
+    # Drawn inputs whose init reaches outside their declared domain: (name, (lower, upper)),
+    # clamped into it after drawing (bounds as ``repr`` strings: "-inf" is no Python literal).
+    clamped: tuple[tuple[str, tuple[str, str]], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -222,6 +226,8 @@ class TestsView:
     compares: bool = True
     # List outputs ('Tensor[]') and their counts: an integer or an argument's name.
     output_counts: dict | None = None
+    # Inputs with a declared value domain: name -> (lower, upper) as ``repr`` strings.
+    domains: dict | None = None
 
 
 def sample_id(sample: Sample, dims: tuple[str, ...]) -> str:
@@ -328,6 +334,7 @@ class _Builder:
             derived=self._derived_for_inputs(),
             made=tuple(made),
             entries=tuple(entries),
+            clamped=_clamped(op, literal),
         )
 
     def _derived_for_inputs(self) -> tuple[Statement, ...]:
@@ -507,6 +514,7 @@ class _Builder:
             side_effect_launchers=_side_effect_launchers(op) if op.side_effects else None,
             compares=bool(r.public_outputs) or any(d.mutated for d in op.inputs),
             output_counts={o.name: o.count for o in op.outputs if o.count is not None} or None,
+            domains={d.name: _bounds(d.domain) for d in op.inputs if d.domain is not None},
         )
 
     def backends(self) -> BackendsView | None:
@@ -663,6 +671,26 @@ def _index_refuses(op, sample, dim: str) -> bool:
         if numel:
             return True
     return False
+
+
+# Value domains (docs/spec.md, "Value domains"): the range each init draws from, and the drawn
+# inputs whose init reaches outside their domain.
+INIT_RANGES = {"randn": (-math.inf, math.inf), "logsigmoid": (-math.inf, 0.0)}
+
+
+def _bounds(domain: tuple[float, float]) -> tuple[str, str]:
+    return repr(domain[0]), repr(domain[1])
+
+
+def _clamped(op, literal: set) -> tuple[tuple[str, tuple[str, str]], ...]:
+    out = []
+    for d in op.inputs:
+        if d.domain is None or d.name in literal or d.init not in INIT_RANGES:
+            continue
+        lo, hi = INIT_RANGES[d.init]
+        if d.domain[0] > lo or d.domain[1] < hi:
+            out.append((d.name, _bounds(d.domain)))
+    return tuple(out)
 
 
 def tests_view(spec: Spec, r: ResolvedOp) -> TestsView:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import importlib
 import itertools
+import math
 import os
 import re
 import subprocess
@@ -1318,3 +1319,143 @@ def check_dispatcher_visible(suite: Suite, qualnames: tuple, sample, dtype) -> N
             suite.call(suite.fn, inputs, "default")
     names = {e.name for e in prof.events()}
     assert set(qualnames) & names, f"none of {qualnames} profiled: {sorted(names)[:50]}"
+
+
+# Value domains (docs/spec.md, "Value domains"): the values at the edges of an input's declared
+# range, where a test puts them, and what of the results is compared with the reference's.
+
+# Finite stand-ins for an infinite bound, as far out as log-decays and logits are written.
+HUGE = (1e4, 1e10)
+
+
+def domain_values(domain: tuple[str, str], bounds_only: bool = False) -> list[float]:
+    """The edge values of ``domain`` (its bounds as ``repr`` strings): each bound, -1e10 and -1e4
+    beside an infinite lower one (1e4 and 1e10 beside an infinite upper one), and 0 where it
+    lies inside; with ``bounds_only`` the bounds alone."""
+    lo, hi = float(domain[0]), float(domain[1])
+    values = [lo]
+    if not bounds_only:
+        values += [-h for h in reversed(HUGE)] if lo == -math.inf else []
+        values.append(0.0)
+        values += list(HUGE) if hi == math.inf else []
+    values.append(hi)
+    out: list[float] = []
+    for v in values:
+        if lo <= v <= hi and v not in out:
+            out.append(v)
+    return out
+
+
+def domain_cases(
+    samples: dict, domains: dict, offsets: str | None = None, configs=None, variants=()
+) -> list:
+    """``pytest.param(sample, config, name, value)``: every edge value of each input's domain on
+    the first sample and the default configuration; its bounds on each configuration that
+    departs from the default only in ``variants`` (a variant is another computation), and on
+    each sample that spells out the offsets input ``offsets`` (values inside and across packed
+    sequences)."""
+    configs = configs or {"default": {}}
+    default = next(iter(configs.values()))
+    kept = [
+        c
+        for c, values in configs.items()
+        if all(v == default[k] for k, v in values.items() if k not in variants)
+    ]
+    first = next(iter(samples))
+    out = []
+    for sample, sizes in samples.items():
+        if sample != first and (offsets is None or sizes.get(offsets) is None):
+            continue
+        for config in kept:
+            for name, domain in domains.items():
+                every = sample == first and config == kept[0]
+                for v in domain_values(domain, bounds_only=not every):
+                    vid = case_id(sample, config, f"{name}={v:g}")
+                    out.append(pytest.param(sample, config, name, v, id=vid))
+    return out
+
+
+def into_domain(x: Tensor | None, domain: tuple[str, str]) -> Tensor | None:
+    """Drawn values clamped into ``domain`` (an init that reaches outside it)."""
+    return None if x is None else x.clamp(float(domain[0]), float(domain[1]))
+
+
+def with_edge(x: Tensor, value: float) -> Tensor:
+    """A copy of ``x`` holding ``value`` along its longest dim (the first of equal ones) at index
+    0, at a third of its length and over its last third, the last index included: a first
+    element, a single one inside, and a run to the end (in a sequence: the first token, one
+    token, and the tokens across the boundaries of chunks and packed sequences there)."""
+    out = x.detach().clone()
+    if out.numel() == 0:
+        return out
+    if out.dim() == 0:
+        return out.fill_(value)
+    dim = max(range(out.dim()), key=lambda d: (out.shape[d], -d))
+    n = out.shape[dim]
+    picked = sorted({0, n // 3, *range(min(n - 1, n - n // 3), n)})
+    return out.index_fill_(dim, torch.tensor(picked, device=out.device), value)
+
+
+def assert_close_at_edge(
+    actual: Tensor, expected: Tensor, atol: float, rtol: float, what: str, infinities: bool
+) -> None:
+    """Where the reference's entry is finite, ``actual``'s must be finite and close to it; with
+    ``infinities`` (results), where it is infinite, the same infinity. The reference's NaNs
+    (``0 * inf`` of the math, as in a gradient at an infinite input) and, for gradients, its
+    infinities are not compared."""
+    a, e = actual.detach().float(), expected.detach().float()
+    assert a.shape == e.shape, f"{what}: shape {tuple(a.shape)} != {tuple(e.shape)}"
+    finite = torch.isfinite(e)
+    for bad, where in (
+        (finite & ~torch.isfinite(a), "not finite where the reference's are"),
+        (torch.isinf(e) & (a != e) if infinities else None, "not the reference's infinity"),
+    ):
+        if bad is not None and bad.any():
+            i = tuple(int(j) for j in bad.nonzero()[0])
+            raise AssertionError(
+                f"{what}: {int(bad.sum())} of {e.numel()} entries are {where} (first at {i}: "
+                f"{a[i].item()}, the reference {e[i].item()})"
+            )
+    torch.testing.assert_close(
+        a[finite], e[finite], atol=atol, rtol=rtol, msg=lambda m: f"{what}: {m}"
+    )
+
+
+def check_domain_edge(
+    suite: Suite,
+    sample: str,
+    dtype: str,
+    name: str,
+    value: float,
+    gradients: bool,
+    config: str = "default",
+) -> None:
+    """The public function with input ``name`` holding ``value`` (``with_edge``) against the
+    reference, on ``config``: its results and mutated inputs and, where the operator has
+    gradients, the gradients of a random projection of its results."""
+    inputs = suite.make_inputs(sample, dtype, config)
+    inputs[name] = with_edge(inputs[name], value)
+    what = f"{suite.op} with {name} = {value:g}" + (f" ({config})" if config != "default" else "")
+    expected_inputs = float32_copies(inputs)
+    grads, expected_grads = {}, {}
+    if gradients:
+        gen = torch.Generator().manual_seed(suite.seed + 2)
+        out, weights, grads = suite.loss_and_grads(suite.fn, inputs, config, gen)
+        expected, _, expected_grads = suite.loss_and_grads(
+            suite._reference_public, expected_inputs, config, gen, weights
+        )
+    else:
+        out = suite.call(suite.fn, inputs, config)
+        expected = suite.reference_outputs(expected_inputs, config)
+    suite.check_results(out, expected, inputs)
+    atol, rtol = suite.tolerance[dtype]
+    for out_name, got, want in zip(suite.public_outputs, out, expected, strict=True):
+        if got is not None:
+            assert_close_at_edge(got, want, atol, rtol, f"{what}: output {out_name}", True)
+    for m in suite.mutated:
+        if inputs[m] is not None:
+            got, want = inputs[m], expected_inputs[m]
+            assert_close_at_edge(got, want, atol, rtol, f"{what}: {m} after the call", True)
+    atol, rtol = suite.grad_tolerance[dtype]
+    for k, got in grads.items():
+        assert_close_at_edge(got, expected_grads[k], atol, rtol, f"{what}: grad of {k}", False)

@@ -340,7 +340,8 @@ def chunk_gla(
     """Chunked gated linear attention with a per-head scalar log-decay.
 
     ``S_t = exp(g_t) S_{t-1} + k_t^T v_t`` and ``output_t = scale * q_t S_t`` per sequence and head;
-    ``scale`` defaults to ``K ** -0.5``. With ``cu_seqlens`` the batch (``B == 1``) packs
+    ``scale`` defaults to ``K ** -0.5`` and must be finite (``ValueError``). ``g`` is a
+    log-decay in ``[-inf, 0]``: ``-inf`` resets the state (``exp(-inf) = 0``). With ``cu_seqlens`` the batch (``B == 1``) packs
     ``N`` sequences of variable length; ``initial_state`` and ``final_state`` hold one state per
     sequence. Where autograd records the call, the state at the start of each chunk of 64
     tokens is kept for the backward (an ``[H, K, V]`` state per chunk in ``q``'s dtype, about

@@ -219,6 +219,19 @@ def test_packed_varlen_matches_per_sequence(sample, config):
     SUITE.check_varlen(sample, config, "fp32", OFFSETS, PACKED_DIM, PER_SEQUENCE)
 
 
+# Declared value domains (docs/spec.md, "Value domains"): each boundary value of an input placed
+# at the first index of its longest dim, a third of the way in and over its last third, on the
+# first dtype: every boundary value on the first sample and the default configuration, the
+# bounds alone on each other variant value and each sample that spells out offsets.
+DOMAINS = {"g": ("-inf", "0.0")}
+DOMAIN_CASES = _t.domain_cases(SAMPLES, DOMAINS, "cu_seqlens", CONFIGS, VARIANTS)
+
+
+@pytest.mark.parametrize("sample, config, name, value", DOMAIN_CASES)
+def test_domain_edges_match_reference(sample, config, name, value):
+    _t.check_domain_edge(SUITE, sample, next(iter(DTYPES)), name, value, True, config)
+
+
 def malformed_offsets_outcomes(sample: str) -> list[str]:
     """Run in a child process by test_rejects_malformed_offsets."""
     inputs = make_inputs(sample, next(iter(DTYPES)))

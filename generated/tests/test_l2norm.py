@@ -171,6 +171,19 @@ def test_gradients_match_reference(sample, dtype, layout, config):
     SUITE.check_gradients(sample, dtype, layout, config)
 
 
+# Declared value domains (docs/spec.md, "Value domains"): each boundary value of an input placed
+# at the first index of its longest dim, a third of the way in and over its last third, on the
+# first dtype: every boundary value on the first sample and the default configuration, the
+# bounds alone on each other variant value and each sample that spells out offsets.
+DOMAINS = {"x": ("-inf", "inf")}
+DOMAIN_CASES = _t.domain_cases(SAMPLES, DOMAINS, None, CONFIGS, VARIANTS)
+
+
+@pytest.mark.parametrize("sample, config, name, value", DOMAIN_CASES)
+def test_domain_edges_match_reference(sample, config, name, value):
+    _t.check_domain_edge(SUITE, sample, next(iter(DTYPES)), name, value, True, config)
+
+
 # Each dim of the first sample set to 0 (for '...': its first leading dim): computed as the
 # reference computes it, or refused before any launch when a constraint forbids it.
 ZERO_SIZES = {"D": "computed", "batch": "computed"}

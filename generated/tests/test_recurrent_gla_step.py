@@ -130,6 +130,19 @@ def test_rejects_invalid_arguments(sample, name, how):
     SUITE.check_rejects(sample, "default", name, how, "recurrent_gla_step")
 
 
+# Declared value domains (docs/spec.md, "Value domains"): each boundary value of an input placed
+# at the first index of its longest dim, a third of the way in and over its last third, on the
+# first dtype: every boundary value on the first sample and the default configuration, the
+# bounds alone on each other variant value and each sample that spells out offsets.
+DOMAINS = {"g": ("-inf", "0.0")}
+DOMAIN_CASES = _t.domain_cases(SAMPLES, DOMAINS, None, CONFIGS, VARIANTS)
+
+
+@pytest.mark.parametrize("sample, config, name, value", DOMAIN_CASES)
+def test_domain_edges_match_reference(sample, config, name, value):
+    _t.check_domain_edge(SUITE, sample, next(iter(DTYPES)), name, value, False, config)
+
+
 @pytest.mark.parametrize("name", MUTATED)
 def test_rejects_unsafe_mutation(name):
     inputs = make_inputs(next(iter(SAMPLES)), next(iter(DTYPES)))

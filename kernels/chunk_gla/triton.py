@@ -1,4 +1,5 @@
 import functools
+import math
 
 import torch
 import triton
@@ -9,6 +10,22 @@ from .._triton import cdiv, launchable, next_power_of_2
 _BT = 64
 _BH = 16  # heads per program of the forward's cumulative-decay pass
 _MAX_K = 256
+# Note [log-decay floor]: every pass reads g through _floored, which raises a log-decay below
+# _G_FLOOR to it. Any g <= -104 already gives exp(g) == 0 in float32 (below half the smallest
+# subnormal, 2**-150), so for log-decays in the declared domain [-inf, 0] the floor changes no
+# decay: the decay over a range of tokens that holds a floored one is exp(sum of its g) with
+# every other g <= 0, so exp(<= _G_FLOOR) == 0 before and after. What the floor prevents is
+# what the in-chunk cumulative log-decay G does with such values: g = -inf makes
+# G_i - G_j = -inf - (-inf) = NaN for two tokens after it, and a large finite g (-1e4, -1e10)
+# leaves G_i - G_j for those tokens as the difference of two numbers of that size, whose
+# rounding (an ulp of 1e10 is 1024) makes the decay between them anything from 0 to inf.
+# Floored, every G within a chunk stays above 64 * _G_FLOOR and near a reset within a few
+# hundred, so those differences carry an ulp of a few hundred (1.5e-5), as after g = -100.
+# A NaN g stays NaN. dg is assembled from the decays, as if nothing were floored: at a token
+# whose decay is 0 it is 0 up to rounding, as the reference's exp(g) * (...) is. The cost is
+# one compare and select per token and head where g is read (the cumulative pass and the
+# sequential kernels), none in the inner products.
+_G_FLOOR = tl.constexpr(-110.0)
 
 
 # MODE 0: dot operands rounded to the 16-bit input dtype (tensor cores), fp32 accumulation.
@@ -153,10 +170,16 @@ def _chunk_tokens(bos, eos, i_c, o_t, BT: tl.constexpr):
 
 
 @triton.jit
+def _floored(b_g):
+    # g raised to _G_FLOOR where below it, NaN kept (Note [log-decay floor]).
+    return tl.where(b_g < _G_FLOOR, _G_FLOOR, b_g)
+
+
+@triton.jit
 def _chunk_decay(p_g0, t, s_gt, m_t, o_t, BT: tl.constexpr):
     # In-chunk cumulative log-decay G and its last entry G_L (padding has g = 0, so
     # exp(G_L - G_t) is exactly 1 at the last token).
-    b_g = tl.load(p_g0 + t * s_gt, mask=m_t, other=0.0).to(tl.float32)
+    b_g = _floored(tl.load(p_g0 + t * s_gt, mask=m_t, other=0.0).to(tl.float32))
     b_G = tl.cumsum(b_g, axis=0)
     b_GL = tl.sum(tl.where(o_t == BT - 1, b_G, 0.0), axis=0)
     return b_G, b_GL
@@ -246,7 +269,7 @@ def _gla_fwd_g_kernel(
         t, m_t = _chunk_tokens(bos, eos, i_c, tl.arange(0, BT), BT)
         m = m_t[:, None] & (o_h < H)[None, :]
         p_g = g + i_b * s_gb + t[:, None] * s_gt + o_h[None, :] * s_gh
-        b_g = tl.load(p_g, mask=m, other=0.0).to(tl.float32)
+        b_g = _floored(tl.load(p_g, mask=m, other=0.0).to(tl.float32))
         p_gc = gc + (i_b * H + o_h[None, :]) * T + t[:, None]
         tl.store(p_gc, tl.cumsum(b_g, axis=0), mask=m)
 
@@ -2290,6 +2313,18 @@ def _packed(cu_seqlens, B, T, device):
     return cu_seqlens.contiguous(), cu_seqlens.shape[0] - 1
 
 
+def _scale(scale, K):
+    # Note [finite scale]: a non-finite scale is refused. With scale = inf every output is
+    # +-inf or NaN (0 * inf) and every gradient NaN, so no caller wants it; and the kernels
+    # fold scale into partial products (q * exp(G) * scale, the in-chunk attention) whose sum
+    # is inf - inf = NaN where the reference's scale * (q S) is +-inf. Matching that would
+    # take a scale applied after every sum, for results no one can use.
+    scale = K**-0.5 if scale is None else scale
+    if not math.isfinite(scale):
+        raise ValueError(f"chunk_gla: scale must be finite, got {scale}")
+    return scale
+
+
 def _float32(x):
     """None, or ``x`` as a contiguous float32 tensor (itself when it already is one)."""
     if x is None or (x.dtype is torch.float32 and x.is_contiguous()):
@@ -2348,7 +2383,8 @@ def chunk_gla_fwd(
         k: ``[B, T, H, K]``, ``q``'s dtype, any strides.
         v: ``[B, T, H, V]``, ``q``'s dtype, any strides.
         g: ``[B, T, H]`` float32 log-decay per token and head, any strides.
-        scale: multiplies the output; None means ``K ** -0.5``.
+        scale: multiplies the output; None means ``K ** -0.5``; finite (``ValueError``
+            otherwise, Note [finite scale]).
         initial_state: ``[N, H, K, V]`` float32 state before the first token of each sequence,
             or None (zeros).
         cu_seqlens: ``[N + 1]`` int32 or int64 offsets of ``N`` packed sequences in ``T``, any
@@ -2374,7 +2410,7 @@ def chunk_gla_fwd(
     ``initial_state`` of another shape than ``[N, H, K, V]``: ``ValueError``.
     """
     B, T, H, K = q.shape
-    scale = K**-0.5 if scale is None else scale
+    scale = _scale(scale, K)
     V = v.shape[-1]
     cu_seqlens, N = _packed(cu_seqlens, B, T, q.device)
     _per_sequence("initial_state", initial_state, (N, H, K, V))
@@ -2529,7 +2565,7 @@ def chunk_gla_bwd(q, k, v, g, scale: float | None, initial_state, cu_seqlens, do
     or ``dht`` of another shape than ``[N, H, K, V]``: ``ValueError``.
     """
     B, T, H, K = q.shape
-    scale = K**-0.5 if scale is None else scale
+    scale = _scale(scale, K)
     V = v.shape[-1]
     cu_seqlens, N = _packed(cu_seqlens, B, T, q.device)
     _per_sequence("initial_state", initial_state, (N, H, K, V))
@@ -2841,7 +2877,7 @@ def chunk_gla_bwd_sequential(q, k, v, g, scale, initial_state, cu_seqlens, do, d
     V block walking every chunk), as the backward was computed before the chunk-parallel
     passes; for comparisons. Same arguments and results; ``g`` float32."""
     B, T, H, K = q.shape
-    scale = K**-0.5 if scale is None else scale
+    scale = _scale(scale, K)
     V = v.shape[-1]
     cu, N = _packed(cu_seqlens, B, T, q.device)
     h0, dht = _float32(initial_state), _float32(dht)

@@ -64,6 +64,8 @@ def inputs(r: ResolvedOp, report: Report) -> None:
             _offsets(r, decl, report)
         if decl.indexes is not None:
             _indexes(r, decl, report)
+        if decl.domain is not None:
+            _domain(r, decl, report)
     declared = {d.name for d in op.inputs}
     for name in tensor_args:
         if name not in declared:
@@ -120,6 +122,21 @@ def _offsets(r: ResolvedOp, decl: TensorDecl, report: Report) -> None:
             loc,
             f"offsets of '{decl.name}' partition dim '{decl.offsets}', which no required input "
             f"binds{did_you_mean(decl.offsets, bound)}; dims: {one_of(bound)}",
+        )
+
+
+def _domain(r: ResolvedOp, decl: TensorDecl, report: Report) -> None:
+    """A value domain belongs to a single tensor of floating dtypes (docs/spec.md)."""
+    dtypes = allowed_dtypes(r.op, decl)
+    if dtypes and not all(d.is_floating for d in dtypes):
+        report.error(
+            decl.domain_loc,
+            f"'domain' of input '{decl.name}' applies only to floating inputs; its dtypes are "
+            + one_of(d.torch_name for d in dtypes),
+        )
+    if decl.is_list:
+        report.error(
+            decl.domain_loc, f"'domain' of input '{decl.name}' is not supported on a tensor list"
         )
 
 
