@@ -856,43 +856,6 @@ class Suite:
             if inputs[name] is not None:
                 assert_close(inputs[name], eager_inputs[name], 1e-5, 1e-5, f"{name} after compile")
 
-    def check_side_effects(self, compiled, launchers: dict, sample: str, dtype: str) -> None:
-        """Note [side effects]: an operator declared ``side_effects: true`` reaches its forward
-        launcher once per call, eager and fullgraph-compiled alike (torch.compile drops a call
-        of an operator that returns nothing unless it is registered as having side effects).
-        ``launchers`` maps a device to the forward's launcher references there."""
-        refs = launchers.get(DEVICE, ())
-        assert refs, f"{self.op}: no forward launcher for {DEVICE}"
-        calls: list[str] = []
-        saved = []
-        for ref in refs:
-            module_name, _, name = ref.partition(":")
-            module = importlib.import_module(module_name)
-            original = getattr(module, name)
-
-            def spy(*args, _original=original, _ref=ref, **kwargs):
-                calls.append(_ref)
-                return _original(*args, **kwargs)
-
-            saved.append((module, name, original))
-            setattr(module, name, spy)
-        # The generated shims look launchers up through a cache: start from an empty one.
-        runtime = importlib.import_module(self.fn.__module__.rpartition(".")[0] + "._runtime")
-        runtime.launcher.cache_clear()
-        try:
-            for label, fn in (("an eager", self.fn), ("a compiled", compiled)):
-                for _ in range(2):
-                    before = len(calls)
-                    self.call(fn, self.make_inputs(sample, dtype, "default"), "default")
-                    assert len(calls) == before + 1, (
-                        f"{self.op}: {label} call reached the launcher {len(calls) - before} "
-                        "times, expected once"
-                    )
-        finally:
-            for module, name, original in saved:
-                setattr(module, name, original)
-            runtime.launcher.cache_clear()
-
     def check_cuda_graph(self, sample: str, config: str, dtype: str, gradients: bool) -> None:
         """Capture forward (and backward), replay on new values, compare with eager."""
         static = self.make_inputs(sample, dtype, config)
@@ -940,6 +903,44 @@ class Suite:
                 assert_close(
                     static[name], expected_inputs[name], 1e-5, 1e-5, f"{name} after replay"
                 )
+
+
+def check_side_effects(suite: Suite, compiled, launchers: dict, sample: str, dtype: str) -> None:
+    """Note [side effects]: an operator declared ``side_effects: true`` reaches its forward
+    launcher once per call, eager and fullgraph-compiled alike (torch.compile drops a call
+    of an operator that returns nothing unless it is registered as having side effects).
+    ``launchers`` maps a device to the forward's launcher references there."""
+    refs = launchers.get(DEVICE, ())
+    assert refs, f"{suite.op}: no forward launcher for {DEVICE}"
+    calls: list[str] = []
+    saved = []
+    for ref in refs:
+        module_name, _, name = ref.partition(":")
+        module = importlib.import_module(module_name)
+        original = getattr(module, name)
+
+        def spy(*args, _original=original, _ref=ref, **kwargs):
+            calls.append(_ref)
+            return _original(*args, **kwargs)
+
+        saved.append((module, name, original))
+        setattr(module, name, spy)
+    # The generated shims look launchers up through a cache: start from an empty one.
+    runtime = importlib.import_module(suite.fn.__module__.rpartition(".")[0] + "._runtime")
+    runtime.launcher.cache_clear()
+    try:
+        for label, fn in (("an eager", suite.fn), ("a compiled", compiled)):
+            for _ in range(2):
+                before = len(calls)
+                suite.call(fn, suite.make_inputs(sample, dtype, "default"), "default")
+                assert len(calls) == before + 1, (
+                    f"{suite.op}: {label} call reached the launcher {len(calls) - before} "
+                    "times, expected once"
+                )
+    finally:
+        for module, name, original in saved:
+            setattr(module, name, original)
+        runtime.launcher.cache_clear()
 
 
 def expected_count(suite: Suite, name: str, inputs: dict) -> int:
