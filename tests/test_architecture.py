@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import ast
+import re
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
+TESTS = ROOT / "tests"
 CODEGEN = ROOT / "codegen"
 KERNELS = ROOT / "kernels"
 # The generated package loads the kernels; the kernels never load it back, so they work under
@@ -170,3 +172,40 @@ def test_the_checks_find_what_they_guard(tmp_path):
     (tmp_path / "k" / "d.py").write_text("from . import e\n")
     (tmp_path / "k" / "e.py").write_text("from .c import z\n")
     assert _cycle(_import_graph(tmp_path / "k", "pkg")) == ["pkg.c", "pkg.d", "pkg.e", "pkg.c"]
+
+
+def _benchmark_paths(tree: ast.Module) -> list[str]:
+    """Where a module names a script under benchmarks/: a path joined with ``/ "benchmarks"``,
+    a ``"benchmarks/....py"`` string, or an import of a benchmark module."""
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Div):
+            if any(
+                isinstance(s, ast.Constant) and s.value == "benchmarks"
+                for s in (node.left, node.right)
+            ):
+                found.append(node.lineno)
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str):
+            if re.fullmatch(r"(\./)?benchmarks/\S+\.py", node.value):
+                found.append(node.lineno)
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            names = (
+                [a.name for a in node.names]
+                if isinstance(node, ast.Import)
+                else [node.module or ""]
+            )
+            if any(n == "benchmarks" or n.startswith("benchmarks.") for n in names):
+                found.append(node.lineno)
+    return found
+
+
+def test_tests_do_not_run_benchmark_scripts():
+    """What a test checks lives in tests/ (or kernels/), never in a benchmark script."""
+    found = [
+        f"{path.relative_to(ROOT)}:{line}"
+        for path in sorted(TESTS.rglob("*.py"))
+        for line in _benchmark_paths(ast.parse(path.read_text(encoding="utf-8")))
+    ]
+    assert not found, f"tests that name a benchmark script: {found}"
+    for text in ('ROOT / "benchmarks" / "x.py"', '"benchmarks/x.py"', "from benchmarks import x"):
+        assert _benchmark_paths(ast.parse(text)) == [1], text
