@@ -45,8 +45,10 @@ def exceeds_int32(*tensors: torch.Tensor | None) -> bool:
 def requires_int64_abi(*tensors: torch.Tensor | None) -> bool:
     """Whether a launcher takes its int64 specialization: :func:`exceeds_int32`, or a loaded
     layout runtime's ``force_int64_abi()`` is in effect (Note [kernel ABI])."""
-    # A runtime's requires_int64_abi() of no tensor is its forced switch.
-    return any(lay.requires_int64_abi() for lay in _runtimes()) or exceeds_int32(*tensors)
+    for lay in _runtimes():
+        if lay.requires_int64_abi():  # of no tensor: its forced switch alone
+            return True
+    return exceeds_int32(*tensors)
 
 
 def note_signature(op: str, signature: str) -> None:
