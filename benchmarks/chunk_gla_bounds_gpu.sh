@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# On a CUDA machine: every malformed-offsets case of benchmarks/chunk_gla_bad_offsets.py under
+# On a CUDA machine: every malformed-offsets case of tests/chunk_gla_bounds.py under
 # compute-sanitizer memcheck (each in its own process, float32 and bfloat16, forward and
 # backward), the chunk_gla numerics tests, and the forward/backward GPU time of a packed batch
 # against another version of the kernels. Runs from a checkout without installing it.
@@ -18,7 +18,7 @@ ln -s "$root/generated/attnops" "$site/attnops"
 ln -s "$root/kernels" "$site/attnops_kernels"
 export PYTHONPATH="$site:$root${PYTHONPATH:+:$PYTHONPATH}"
 cd "$root" || exit 1
-script=benchmarks/chunk_gla_bad_offsets.py
+script=tests/chunk_gla_bounds.py
 dts=(--dtype float32 --dtype bfloat16)
 python -c "import torch, triton; print('torch', torch.__version__, 'triton', triton.__version__, torch.cuda.get_device_name())"
 mapfile -t cases < <(python "$script" --list)

@@ -33,7 +33,7 @@ import cutlass.cute as cute
 import torch
 from cutlass.cute.runtime import from_dlpack, make_fake_compact_tensor, make_fake_tensor
 
-from attnops import _layout
+from . import _abi
 
 _CUTE_DTYPES = {
     torch.bfloat16: cutlass.BFloat16,
@@ -215,7 +215,7 @@ class CompileCache:
 
     def _compile(self, key: Hashable, tvm_ffi: bool) -> Callable[..., None]:
         if not tvm_ffi_available():
-            _layout.warn_once(
+            _abi.warn_once(
                 "cute-dlpack",
                 "apache-tvm-ffi is not installed: CuTeDSL kernels launch through from_dlpack, "
                 "which costs tens of microseconds more per call than TVM-FFI",
@@ -226,7 +226,7 @@ class CompileCache:
         options = "--enable-tvm-ffi" if tvm_ffi else ""
         fn = cute.compile(jit_fn, *fakes, *scalars, stream, options=options)
         self.compiles += 1
-        _layout.note_compile(self.op, repr(key))
+        _abi.note_compile(self.op, repr(key))
         if not tvm_ffi:
             return _DlpackLaunch(fn, args, int64)
         # The plain TVM-FFI function, positional only, skips the Python keyword-argument wrapper

@@ -1,6 +1,6 @@
 """The chunk_gla launchers stay inside their tensors whatever ``cu_seqlens`` holds.
 
-Each malformed-offsets case of ``benchmarks/chunk_gla_bad_offsets.py`` runs in its own process
+Each malformed-offsets case of ``tests/chunk_gla_bounds.py`` runs in its own process
 (without a GPU under ``TRITON_INTERPRET=1``, where a read or write past a tensor corrupts the
 heap): a crash fails its case instead of the run. The script itself checks that outputs are
 finite, that offsets nondecreasing once clamped into ``[0, T]`` give the clamped offsets' results
@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-SCRIPT = Path(__file__).resolve().parent.parent / "benchmarks" / "chunk_gla_bad_offsets.py"
+SCRIPT = Path(__file__).resolve().parent / "chunk_gla_bounds.py"
 
 
 def _cases():

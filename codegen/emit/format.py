@@ -16,10 +16,7 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from .format_cache import FormatCache
+from typing import Protocol
 
 LINE_LENGTH = 100
 TARGET = "py310"
@@ -98,6 +95,14 @@ BATCH_CHARS = 2_000_000
 BATCH_FILES = 500  # and at most this many paths on one command line
 
 
+class FormattedTexts(Protocol):
+    """Where a formatter may find a file's formatted text without running ruff
+    (``format_cache.FormatCache``, Note [format cache] in emit/format_cache.py)."""
+
+    def formatted(self, rel: str, text: str) -> str | None:
+        """The formatted text of ``text`` rendered for ``rel``, or None when not proven."""
+
+
 class Formatter:
     """Formats generated files with ruff as they are rendered (Note [formatting]).
 
@@ -111,7 +116,7 @@ class Formatter:
     formatted text it proves (Note [format cache] in emit/format_cache.py) is not formatted.
     """
 
-    def __init__(self, batch_chars: int = BATCH_CHARS, cache: FormatCache | None = None) -> None:
+    def __init__(self, batch_chars: int = BATCH_CHARS, cache: FormattedTexts | None = None) -> None:
         self.batch_chars = batch_chars
         self.cache = cache
         self.files: dict[str, str] = {}

@@ -19,9 +19,7 @@ from .format import Formatter, GeneratorBug
 from .format_cache import FormatCache
 from .literals import docstring, py
 from .locations import template_dir
-
-# Kept out of the literal so that tools skipping generated files do not skip the generator.
-MARKER = "@" + "generated"
+from .marker import MARKER
 
 
 def header(spec_name: str) -> str:

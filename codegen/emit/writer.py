@@ -40,6 +40,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
+from .marker import MARKER
+
 MANIFEST = ".codegen-manifest"
 MANIFEST_HEADER = (
     "# files written by python -m codegen regenerate; stale ones are removed on regenerate"
@@ -397,8 +399,6 @@ def _marked_files(tree: Tree, skip: set[str] | frozenset[str] = frozenset()) -> 
     """Regular files below the output folder whose first line carries the generated marker
     (migration only). Paths in ``skip`` (the files just generated) are not opened, nor returned.
     """
-    from .render import MARKER  # imported here: the writer alone loads neither torch nor jinja2
-
     found = set()
     for rel in tree.python_files():
         if rel in skip:

@@ -15,7 +15,7 @@ row-major, 16-byte aligned and ``D * element_size % 16 == 0``, so each thread mo
 vectors. ``general``: only the last mode contiguous, one dynamic row stride per tensor, element
 alignment, scalar accesses. Leading dims collapse into the row mode when their strides allow it;
 a tensor whose leading dims do not collapse (or whose last mode is not contiguous) is copied to a
-compact one. Each comes in an int32 and an int64 ABI (``attnops._layout.requires_int64_abi``).
+compact one. Each comes in an int32 and an int64 ABI (``_abi.requires_int64_abi``).
 """
 
 from __future__ import annotations
@@ -31,8 +31,7 @@ import torch
 from cutlass import Float32, Int32, Int64, const_expr
 from torch import Tensor
 
-from attnops import _layout
-
+from .. import _abi
 from .._cute import CompileCache, TensorArg
 
 # Tuning, from benchmarks/l2norm_cute_check.py --sweep on the H200: at D = 64, 128, 256 in
@@ -410,8 +409,8 @@ def l2norm_fwd(x: Tensor, eps: float) -> tuple[Tensor, Tensor]:
     compact = row_major and _aligned(x2, D * x.element_size())
     y2 = y.view(rows, D)
     # A compact x spans what y spans; a strided one may span more or less.
-    int64 = _layout.requires_int64_abi(x2) if compact else _layout.requires_int64_abi(x2, y2)
-    _layout.note_signature("l2norm_fwd", _SIGNATURES[compact, int64])
+    int64 = _abi.requires_int64_abi(x2) if compact else _abi.requires_int64_abi(x2, y2)
+    _abi.note_signature("l2norm_fwd", _SIGNATURES[compact, int64])
     _FWD.get((x.dtype, D, compact, int64))(x2, y2, rstd, eps)
     # Sizes as separate ints: a torch.Size argument costs twice the view itself.
     return y, rstd.view(*shape[:-1]) if len(shape) > 1 else rstd.view(())
@@ -448,8 +447,8 @@ def l2norm_bwd(grad_y: Tensor, x: Tensor, rstd: Tensor) -> Tensor:
     dx2 = dx.view(numel // D, D)
     # Compact, all of them span what x spans.
     tensors = (x2,) if compact else (dy2, x2, rstd2, dx2)
-    int64 = _layout.requires_int64_abi(*tensors)
-    _layout.note_signature("l2norm_bwd", _SIGNATURES[compact, int64])
+    int64 = _abi.requires_int64_abi(*tensors)
+    _abi.note_signature("l2norm_bwd", _SIGNATURES[compact, int64])
     _BWD.get((grad_y.dtype, x.dtype, D, compact, int64))(dy2, x2, rstd2, dx2)
     return dx
 

@@ -1,7 +1,10 @@
 """Calls the chunk_gla launchers directly (no validation) with one malformed ``cu_seqlens``.
 
-    python benchmarks/chunk_gla_bad_offsets.py --list
-    python benchmarks/chunk_gla_bad_offsets.py CASE [--dtype float32 --dtype bfloat16]
+    python tests/chunk_gla_bounds.py --list
+    python tests/chunk_gla_bounds.py CASE [--dtype float32 --dtype bfloat16]
+
+``tests/test_kernel_bounds.py`` runs every case, and ``benchmarks/chunk_gla_bounds_gpu.sh`` runs
+them under ``compute-sanitizer`` on a CUDA machine.
 
 Runs ``chunk_gla_fwd`` (with an initial state and the final state) and ``chunk_gla_bwd`` (with
 ``dht``) on CUDA when there is a device, else on CPU (then set ``TRITON_INTERPRET=1``). Prints
