@@ -204,6 +204,8 @@ _ACCEPTABLE = (
     ("no argument is a Tensor", "host-only: no tensor argument"),
     ("torch.compile cannot trace a custom operator", "torch: Dynamo stops at a non-Tensor return"),
     ("torch cannot functionalize", "torch: cannot functionalize it"),
+    ("torch.compile cannot functionalize", "torch: cannot functionalize it"),
+    ("torch.compile fails on an optional list", "torch: Inductor fails on it when it is None"),
     ("duplicate argument name", "torch: opcheck refuses two arguments of one name"),
     ("__torch__.", "torch: an unregistered TorchScript class"),
     ("read-only alias annotation", "torch: a view of an input cannot be functionalized"),

@@ -702,13 +702,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--all", action="store_true", help="every distinct construct set")
     parser.add_argument("--only", help="a regular expression over torch's qualified names")
     parser.add_argument("--batch", type=int, default=60)
+    parser.add_argument("--jobs", type=int, default=1, help="specs generated at a time")
     args = parser.parse_args(argv)
     cases = all_cases() if args.all or args.only else sample_cases()
     if args.only:
         cases = [c for c in cases if re.search(args.only, c.source)]
     total = len(torch._C._jit_get_all_schemas())
     start = time.monotonic()
-    run(cases, args.batch)
+    run(cases, args.batch, args.jobs)
     print(f"torch {torch.__version__}: {total} registered schemas, {len(cases)} run")
     print(summary(cases))
     print(f"{time.monotonic() - start:.0f}s")
