@@ -206,6 +206,7 @@ _ACCEPTABLE = (
     ("torch cannot functionalize", "torch: cannot functionalize it"),
     ("torch.compile cannot functionalize", "torch: cannot functionalize it"),
     ("torch.compile fails on an optional list", "torch: Inductor fails on it when it is None"),
+    ("no argument says when it is given", "torch: a fake cannot know a data-dependent None"),
     ("duplicate argument name", "torch: opcheck refuses two arguments of one name"),
     ("__torch__.", "torch: an unregistered TorchScript class"),
     ("read-only alias annotation", "torch: a view of an input cannot be functionalized"),

@@ -143,3 +143,28 @@ def test_when_may_name_a_number():
     assert any(
         "'when' of output 'rstd' must name a bool, int or float argument" in e for e in _errors(bad)
     )
+
+
+def test_a_tensor_return_no_argument_decides_is_refused_at_the_return():
+    text = replace(
+        "(Tensor x, float eps=1e-6) -> (Tensor y, Tensor rstd)",
+        "(Tensor x) -> (Tensor y, Tensor? rstd)",
+    )
+    text = text.replace(
+        "    backward:\n"
+        '      schema: "(Tensor grad_y, Tensor x, Tensor rstd) -> Tensor grad_x"\n'
+        "      launchers:\n"
+        "        cpu: attnops_kernels.l2norm.triton:l2norm_bwd\n",
+        "",
+    )
+    text = replace(
+        "rstd: {shape: [...], dtype: float32, public: false}",
+        "rstd: {shape: [...], dtype: float32}",
+        text,
+    )
+    assert _errors(text) == [
+        "ops.yaml:7:41: error: [l2norm] forward schema: return 'rstd' is 'Tensor?' but no "
+        "argument says when it is given (a bool, int or float argument, or a Tensor? input): a "
+        "fake must return None exactly when the kernel does, so a presence that depends on the "
+        "data cannot be compiled; return an empty tensor instead, or add the flag"
+    ]

@@ -6,9 +6,12 @@ source, and some output is public.
 
 from __future__ import annotations
 
-from ...spec.errors import did_you_mean, one_of
+import re
+
+from ...spec.errors import Location, did_you_mean, one_of
 from ...spec.model import DType, Op, TensorDecl
 from ...spec.names import check_name
+from ...spec.schema import returns_offset
 from ...spec.shapes import ELLIPSIS, EvaluationError
 from ..resolved import ResolvedOp
 from .report import Report
@@ -222,6 +225,26 @@ def _reference_returns(r: ResolvedOp, report: Report) -> None:
 WHEN_SCALARS = ("bool", "int", "SymInt", "float")
 
 
+def _deciders(schema) -> list[str]:
+    """The arguments a 'Tensor?' return's 'when' may name."""
+    return [
+        a.name
+        for a in schema.arguments
+        if a.type.rstrip("?") in WHEN_SCALARS or (a.is_tensor and a.optional)
+    ]
+
+
+def _return_loc(op: Op, name: str) -> Location:
+    """Where return ``name`` is written in the forward schema (its type), else the returns."""
+    stage = op.forward
+    text, at = stage.schema.text, stage.returns_loc
+    first = returns_offset(text)
+    if at is None or first is None:
+        return stage.schema_loc
+    m = re.compile(r"Tensor\s*\?\s*" + re.escape(name) + r"\b").search(text, first)
+    return at if m is None else Location(at.path, at.line, at.col + m.start() - first)
+
+
 def _optional_returns(r: ResolvedOp, report: Report) -> None:
     """A 'Tensor?' return names, with 'when', the argument that decides whether it is given (the
     fake must return None exactly when the launcher does)."""
@@ -230,6 +253,16 @@ def _optional_returns(r: ResolvedOp, report: Report) -> None:
     kinds = {ret.name: ret.type for ret in full.returns if ret.name}
     for decl in op.outputs:
         optional = kinds.get(decl.name) == "Tensor?"
+        if optional and decl.when is None and not _deciders(op.forward.schema):
+            # No argument could say: the presence depends on the data, which no fake can know.
+            report.error(
+                _return_loc(op, decl.name),
+                f"forward schema: return '{decl.name}' is 'Tensor?' but no argument says when "
+                "it is given (a bool, int or float argument, or a Tensor? input): a fake must "
+                "return None exactly when the kernel does, so a presence that depends on the "
+                "data cannot be compiled; return an empty tensor instead, or add the flag",
+            )
+            continue
         if optional and decl.when is None:
             report.error(
                 decl.loc,
