@@ -124,7 +124,7 @@ SUITE = _t.Suite(
 )
 
 
-@pytest.mark.parametrize("sample, dtype, layout, config", CASES)
+@pytest.mark.parametrize("sample, dtype, layout, config", _t.opcheck_cases(CASES))
 def test_opcheck_forward(sample, dtype, layout, config):
     if FAKE_UNSUPPORTED:
         pytest.skip(FAKE_SKIP_REASON)
@@ -144,7 +144,7 @@ BACKWARD_CASES = _t.cases(
 ) + _t.first_cases(SAMPLES, DTYPES, CONFIGS, [*_t.saved_layouts(SAVED_OUTPUTS), _t.STRIDED_GRADS])
 
 
-@pytest.mark.parametrize("sample, dtype, layout, config", BACKWARD_CASES)
+@pytest.mark.parametrize("sample, dtype, layout, config", _t.opcheck_cases(BACKWARD_CASES))
 def test_opcheck_backward(sample, dtype, layout, config):
     if FAKE_UNSUPPORTED:
         pytest.skip(FAKE_SKIP_REASON)

@@ -111,7 +111,7 @@ SUITE = _t.Suite(
 )
 
 
-@pytest.mark.parametrize("sample, dtype, layout, config", CASES)
+@pytest.mark.parametrize("sample, dtype, layout, config", _t.opcheck_cases(CASES))
 def test_opcheck_forward(sample, dtype, layout, config):
     inputs = SUITE.inputs(sample, dtype, layout, config)
     op = _fwd
