@@ -15,6 +15,7 @@ from __future__ import annotations
 import pytest
 import torch
 import torch.nn.functional as F
+from marks import first_by_default
 
 from attnops_kernels.chunk_gla import reference
 from attnops_kernels.chunk_gla import triton as C
@@ -69,7 +70,7 @@ CASES = [
 ]
 
 
-@pytest.mark.parametrize(("K", "V", "dtype", "qcfg", "dv_cfg"), CASES)
+@pytest.mark.parametrize(("K", "V", "dtype", "qcfg", "dv_cfg"), first_by_default(CASES))
 @pytest.mark.parametrize("packed", [False, True])
 def test_persistent_grid_matches_one_program_per_item(
     monkeypatch, K, V, dtype, qcfg, dv_cfg, packed
