@@ -236,11 +236,11 @@ def test_cases_names_and_extra_layouts():
     ]
 
 
-def test_opcheck_cases_keep_compact_and_each_permuted_layout_by_default():
+def test_default_cases_keep_compact_and_each_permuted_layout_by_default():
     cases = t.cases(SAMPLES, DTYPES, CONFIGS, _inputs) + t.first_cases(
         SAMPLES, DTYPES, CONFIGS, t.saved_layouts(["h"])
     )
-    got = t.opcheck_cases(cases)
+    got = t.default_cases(cases)
     # Nothing is dropped: --full runs every case, in the same order.
     assert _params(got) == _params(cases)
     slow = [p.id for p in got if any(m.name == "slow" for m in p.marks)]
@@ -256,7 +256,7 @@ def test_opcheck_cases_keep_compact_and_each_permuted_layout_by_default():
         "fp32-n3-d4-permuted-h-default",
     ]
     assert all("strided" in i or i.startswith("bf16") for i in slow), slow
-    assert t.opcheck_cases([]) == []
+    assert t.default_cases([]) == []
 
 
 def test_one_more_sample_or_dtype_is_one_more_block_of_cases():

@@ -500,14 +500,16 @@ def first_cases(samples: dict, dtypes: Iterable[str], configs: dict, layouts: It
     ]
 
 
-def opcheck_cases(cases: list) -> list:
-    """``cases`` with those opcheck need not run by default marked ``slow`` (``--full`` runs them).
+def default_cases(cases: list) -> list:
+    """``cases`` with those a consistency check need not run by default marked ``slow``.
 
     Kept by default, on the first dtype: every sample and configuration on compact inputs and
     each dense permuted layout once (on the first sample that has it); on every other dtype the
-    first compact case. Strided layouts and the rest of the dtypes are marked: the numeric tests
-    run every case, and opcheck checks the registration, which a layout changes only through the
-    strides it hands the fake and the kernel.
+    first compact case. Strided layouts and the rest of the dtypes are marked, and ``--full``
+    runs them. Used for opcheck and for the eager fast path against the dispatcher: the numeric
+    tests against the reference run every case, and what these two compare (the registration,
+    the path a call takes) changes with a layout only through the strides the fake and the
+    kernel are handed.
     """
     if not cases:
         return cases
