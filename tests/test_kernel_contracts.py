@@ -17,6 +17,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from marks import slow
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -177,8 +178,8 @@ def test_common_style_kernels_fail_explicitly_without_the_declarations(projects)
     "fault, received",
     [
         ("dtype", "shape (3, 5), dtype torch.float64, strides (5, 1)"),
-        ("shape", "shape (2, 5), dtype torch.float32, strides (5, 1)"),
-        ("strides", "shape (3, 5), dtype torch.float32, strides (1, 3)"),
+        slow("shape", "shape (2, 5), dtype torch.float32, strides (5, 1)"),
+        slow("strides", "shape (3, 5), dtype torch.float32, strides (1, 3)"),
     ],
 )
 def test_a_launcher_output_disagreeing_with_the_spec_is_named(projects, fault, received):
