@@ -17,7 +17,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from marks import slow
+from marks import SLOW, slow
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -149,6 +149,7 @@ def test_common_style_kernels_pass_with_the_declarations(projects):
     assert code == 0 and not failed, out[-4000:]
 
 
+@SLOW
 def test_common_style_kernels_fail_explicitly_without_the_declarations(projects):
     code, failed, out = _run(projects["undeclared"])
     assert code == 1
@@ -197,6 +198,7 @@ def test_a_launcher_output_disagreeing_with_the_spec_is_named(projects, fault, r
     ) in out
 
 
+@SLOW
 def test_a_gradient_of_the_wrong_dtype_is_named(projects):
     code, failed, out = _run(projects["declared"], "grad_dtype")
     assert code == 1
