@@ -45,7 +45,6 @@ def pytest_collection_modifyitems(config, items):
     skip = pytest.mark.skip(reason=SLOW_REASON)
     for item in items:
         # Another conftest of the same run may have marked it already.
-        if item.get_closest_marker("slow") is not None and not any(
-            m.kwargs.get("reason") == SLOW_REASON for m in item.iter_markers("skip")
-        ):
+        reasons = [m.kwargs.get("reason") for m in item.iter_markers("skip")]
+        if item.get_closest_marker("slow") is not None and SLOW_REASON not in reasons:
             item.add_marker(skip)
