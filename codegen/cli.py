@@ -35,10 +35,15 @@ DEFAULT_LOCK_TIMEOUT = 60.0
 # (pyproject.toml) and torch, whose schema parser reads the spec.
 DEPENDENCIES = {"torch": "torch", "yaml": "PyYAML", "jinja2": "Jinja2", "ruff": "ruff"}
 
-DESCRIPTION = f"""\
+SUMMARY = """\
 Generate a PyTorch custom-operator layer (torch.library registration, fakes, autograd.Function,
 NamedTuple public API and pytest files) from a declarative spec (ops.yaml).
 
+example:
+  python -m codegen regenerate --spec path/ops.yaml --out path/generated
+"""
+
+DETAILS = f"""\
 exit status:
   0  generated files are up to date (or were written)
   1  --check found generated files that differ from the spec (a unified diff is printed)
@@ -76,14 +81,15 @@ exit status:
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="python -m codegen",
-        description=DESCRIPTION,
+        description=SUMMARY + "\n" + DETAILS,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     regen = sub.add_parser(
         "regenerate",
         help="write the generated layer from the spec",
-        description="Write the generated layer from the spec. " + DESCRIPTION,
+        description="Write the generated layer from the spec (default: ./ops.yaml into the folder\n"
+        "'generated' beside it).\n\n" + DETAILS,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     regen.add_argument(

@@ -1,8 +1,8 @@
-import os
-
-import torch
-
-# Tests of the generator import the generated package; without a GPU its Triton launchers run
-# through Triton's interpreter, which must be selected before triton is first imported.
-if not torch.cuda.is_available():
-    os.environ.setdefault("TRITON_INTERPRET", "1")
+# The generated tests' configuration, used by the generator's own tests too: Triton's
+# interpreter where there is no GPU (set before triton is first imported), and the tests marked
+# slow run only under --full (Note [slow tests] in codegen/runtime/conftest.py).
+from codegen.runtime.conftest import (  # noqa: F401
+    pytest_addoption,
+    pytest_collection_modifyitems,
+    pytest_configure,
+)

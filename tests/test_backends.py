@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from marks import slow
 from specs import GATE, generate_project, replace, run_generated
 
 from codegen.pipeline import generate, parse
@@ -285,11 +286,11 @@ def test_generated_backend_tests_pass_on_the_declared_selection(project):
         # The alignment promise dropped: a misaligned x reaches the fast backend.
         ("_tensor_supports_contiguous_dim(x, -1, 16)", "True", "misaligned-x"),
         # The int64 guard dropped: a forced int64 call reaches a backend without that ABI.
-        ("and not _requires_int64_abi(x, w)", "", "int64"),
+        slow("and not _requires_int64_abi(x, w)", "", "int64"),
         # The switch ignored: a turned-off backend still runs.
-        ('_backend_available("cutedsl")', '_backend_available("anything")', "disabled"),
+        slow('_backend_available("cutedsl")', '_backend_available("anything")', "disabled"),
         # The launchers mixed up: the fast branch runs the fallback's launcher.
-        ('_launcher("tbk_launch:fast")', '_launcher("tbk_launch:slow")', "compact"),
+        slow('_launcher("tbk_launch:fast")', '_launcher("tbk_launch:slow")', "compact"),
     ],
 )
 def test_generated_backend_tests_catch_a_broken_selection(project, tmp_path, old, new, failing):

@@ -15,6 +15,7 @@ from __future__ import annotations
 import pytest
 import torch
 import torch.nn.functional as F
+from marks import SLOW, first_by_default, slow
 
 from attnops_kernels.chunk_gla import reference
 from attnops_kernels.chunk_gla import triton as C
@@ -69,7 +70,7 @@ CASES = [
 ]
 
 
-@pytest.mark.parametrize(("K", "V", "dtype", "qcfg", "dv_cfg"), CASES)
+@pytest.mark.parametrize(("K", "V", "dtype", "qcfg", "dv_cfg"), first_by_default(CASES))
 @pytest.mark.parametrize("packed", [False, True])
 def test_persistent_grid_matches_one_program_per_item(
     monkeypatch, K, V, dtype, qcfg, dv_cfg, packed
@@ -121,6 +122,7 @@ def _match_float64_autograd(got, inputs, tol):
         assert err < tol, (name, err)
 
 
+@SLOW
 def test_persistent_gradients_match_float64_autograd(monkeypatch):
     B, T, H, K, V = 2, 150, 2, 128, 96
     q, k, v, g, h0, do, dht = _inputs(B, T, H, K, V, torch.float32, True, B)
@@ -131,7 +133,7 @@ def test_persistent_gradients_match_float64_autograd(monkeypatch):
     _match_float64_autograd(got, (q, k, v, g, h0, do, dht), 1e-4)
 
 
-@pytest.mark.parametrize(("K", "V"), [(128, 128), (100, 72)])
+@pytest.mark.parametrize(("K", "V"), [slow(128, 128), (100, 72)])
 def test_shipped_16bit_configs_match_float64_autograd(K, V):
     # The shipped configs for 16-bit inputs with K over 64: the dv pass over all of K at once.
     _, _, qcfg, dv_cfg, _ = C._bwd_config(K, V, torch.bfloat16)

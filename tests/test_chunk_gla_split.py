@@ -13,6 +13,7 @@ from __future__ import annotations
 import pytest
 import torch
 import torch.nn.functional as F
+from marks import slow
 
 from attnops_kernels.chunk_gla import reference
 from attnops_kernels.chunk_gla import triton as C
@@ -41,8 +42,8 @@ def _inputs(B, T, H, K, V, dtype, h0, strided=False):
     [
         (1, 320, 1, 32, 48, torch.float32, True, 1, False),  # 5 chunks, 5 segments
         (2, 301, 2, 16, 16, torch.float32, False, 2, False),  # partial last chunk, 3 segments
-        (1, 400, 2, 48, 100, torch.float32, True, 3, False),  # K, V not powers of two
-        (2, 257, 1, 64, 64, torch.bfloat16, True, 2, False),
+        slow(1, 400, 2, 48, 100, torch.float32, True, 3, False),  # K, V not powers of two
+        slow(2, 257, 1, 64, 64, torch.bfloat16, True, 2, False),
         (2, 200, 2, 32, 32, torch.float32, True, 1, True),  # strided inputs
     ],
 )
@@ -103,10 +104,10 @@ def _ref_grads(q, k, v, g, init, do, dht):
     ("B", "T", "H", "K", "V", "dtype", "h0", "dht", "min_chunks", "strided"),
     [
         (1, 320, 1, 32, 48, torch.float32, True, True, 1, False),  # 5 segments of one chunk
-        (2, 301, 2, 16, 16, torch.float32, False, False, 2, False),  # partial last chunk
-        (1, 400, 2, 48, 100, torch.float32, True, False, 3, False),  # K, V not powers of two
-        (2, 257, 1, 64, 64, torch.bfloat16, True, True, 2, False),  # dv in the dq/dk/dg pass
-        (1, 330, 1, 100, 40, torch.float16, False, True, 2, False),
+        slow(2, 301, 2, 16, 16, torch.float32, False, False, 2, False),  # partial last chunk
+        slow(1, 400, 2, 48, 100, torch.float32, True, False, 3, False),  # K, V not powers of two
+        slow(2, 257, 1, 64, 64, torch.bfloat16, True, True, 2, False),  # dv in the dq/dk/dg pass
+        slow(1, 330, 1, 100, 40, torch.float16, False, True, 2, False),
         (2, 200, 2, 32, 32, torch.bfloat16, True, True, 1, True),  # strided inputs
     ],
 )

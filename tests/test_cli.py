@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 import sys
@@ -101,3 +102,19 @@ def test_help_lists_exit_status_3():
     )
     assert result.returncode == 0
     assert "3  the generator failed: a bug in the generator" in result.stdout
+
+
+@pytest.mark.parametrize("argv", [[], ["regenerate"]])
+def test_help_opens_with_one_paragraph_of_its_own(argv, capsys):
+    """Each --help opens with its own summary paragraph, not one description glued to another."""
+    with pytest.raises(SystemExit) as exc:
+        cli.main([*argv, "--help"])
+    assert exc.value.code == 0
+    out = capsys.readouterr().out
+    paragraphs = out.split("\n\n")
+    assert paragraphs[0].startswith("usage: python -m codegen")
+    summary = " ".join(paragraphs[1].split())
+    assert summary.endswith("."), summary
+    # One sentence: nothing ends a sentence before the last character.
+    assert not re.search(r"[.!?] +[A-Z]", summary), summary
+    assert "exit status:" in out

@@ -17,6 +17,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from marks import SLOW, slow
 
 from tests.specs import regenerate_project
 
@@ -122,6 +123,7 @@ def test_fake_strides_disagreeing_with_the_kernel_fail(project):
     assert not any(name.endswith("-compact-default]") for name in failed), failed
 
 
+@SLOW
 def test_fake_dtype_disagreeing_with_the_kernel_fails(project):
     code, failed = _run(project, "dtype")
     assert code == 1
@@ -129,6 +131,7 @@ def test_fake_dtype_disagreeing_with_the_kernel_fails(project):
     assert not any(name.startswith("test_opcheck_forward[fp32") for name in failed), failed
 
 
+@SLOW
 def test_wrong_elements_on_a_permuted_input_fail(project):
     code, failed = _run(project, "wrong_elements")
     assert code == 1
@@ -238,6 +241,7 @@ def _run_file(project: Path, name: str) -> tuple[int, set[str], str]:
     return result.returncode, failed, result.stdout
 
 
+@SLOW
 def test_declared_mutation_passes_and_survives_compile(mutation_project):
     code, failed, out = _run_file(mutation_project, "test_bump.py")
     assert code == 0 and not failed, out[-3000:]
@@ -264,6 +268,7 @@ def test_eager_integration_registers_nothing_and_passes(mutation_project):
     )
 
 
+@SLOW
 def test_rejects_pass_with_every_check_in_place(mutation_project):
     """The reference of axpy is named like the operator: it must not shadow the public function."""
     code, failed, out = _run_file(mutation_project, "test_axpy.py")
@@ -274,6 +279,7 @@ def test_rejects_pass_with_every_check_in_place(mutation_project):
     )
 
 
+@SLOW
 def test_a_missing_dtype_check_is_not_covered_by_another_arguments_message(
     mutation_project, tmp_path
 ):
@@ -426,7 +432,7 @@ NORM_CASE = "fp32-batch3x2-D8"
 @pytest.mark.parametrize(
     "fault, expected",
     [
-        ("none", set()),
+        slow("none", set()),  # the "weight" case shows the other tests pass
         # A 1-D weight read as if compact: only its strided layout shows it (a 1-D tensor has
         # no dense permuted layout).
         (
@@ -438,7 +444,7 @@ NORM_CASE = "fp32-batch3x2-D8"
         ),
         # The incoming gradient read as if compact: the public backward gets it permuted, then
         # strided.
-        (
+        slow(
             "grad",
             {
                 f"test_gradients_match_reference[{NORM_CASE}-permuted-grads-default]",
@@ -447,7 +453,7 @@ NORM_CASE = "fp32-batch3x2-D8"
         ),
         # The saved rstd read as if compact: only the backward operator called on it relaid
         # shows it (the forward always allocates it compact).
-        (
+        slow(
             "saved",
             {
                 f"test_backward_saved_layouts_match_compact[{NORM_CASE}-permuted-rstd-default]",

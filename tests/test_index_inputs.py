@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from marks import SLOW
 from specs import generate_project, run_generated
 
 from codegen.runtime import runtime, testing
@@ -421,6 +422,7 @@ def test_the_kernels_stay_in_bounds_with_the_check_off(project):
     assert result.stdout.strip().endswith("ok")
 
 
+@SLOW
 def test_a_missing_or_off_by_one_check_fails_the_out_of_range_tests(project, tmp_path):
     """embed without its check, gather checking against S + 1: both out-of-range tests fail."""
     broken = tmp_path / "broken"

@@ -17,6 +17,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from marks import SLOW, slow
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -148,6 +149,7 @@ def test_common_style_kernels_pass_with_the_declarations(projects):
     assert code == 0 and not failed, out[-4000:]
 
 
+@SLOW
 def test_common_style_kernels_fail_explicitly_without_the_declarations(projects):
     code, failed, out = _run(projects["undeclared"])
     assert code == 1
@@ -177,8 +179,8 @@ def test_common_style_kernels_fail_explicitly_without_the_declarations(projects)
     "fault, received",
     [
         ("dtype", "shape (3, 5), dtype torch.float64, strides (5, 1)"),
-        ("shape", "shape (2, 5), dtype torch.float32, strides (5, 1)"),
-        ("strides", "shape (3, 5), dtype torch.float32, strides (1, 3)"),
+        slow("shape", "shape (2, 5), dtype torch.float32, strides (5, 1)"),
+        slow("strides", "shape (3, 5), dtype torch.float32, strides (1, 3)"),
     ],
 )
 def test_a_launcher_output_disagreeing_with_the_spec_is_named(projects, fault, received):
@@ -196,6 +198,7 @@ def test_a_launcher_output_disagreeing_with_the_spec_is_named(projects, fault, r
     ) in out
 
 
+@SLOW
 def test_a_gradient_of_the_wrong_dtype_is_named(projects):
     code, failed, out = _run(projects["declared"], "grad_dtype")
     assert code == 1

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from codegen.runtime.conftest import SLOW_REASON, full_run
 from tests.specs import regenerate_project
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -30,10 +31,11 @@ def probe_project(tmp_path_factory):
     return regenerate_project(root, files)
 
 
-def run_suites(root: Path) -> subprocess.CompletedProcess:
+def run_suites(root: Path, full: bool = False) -> subprocess.CompletedProcess:
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(root), str(root / "generated")])}
     return subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-rA", "-p", "no:cacheprovider"]
+        + (["--full"] if full else [])
         + [str(root / "generated" / "tests")],
         cwd=root,
         env=env,
@@ -42,8 +44,9 @@ def run_suites(root: Path) -> subprocess.CompletedProcess:
     )
 
 
-def test_every_probe_suite_passes(probe_project):
-    result = run_suites(probe_project)
+def test_every_probe_suite_passes(probe_project, request):
+    # The generated suites' full matrix under --full, their default one otherwise.
+    result = run_suites(probe_project, full_run(request.config))
     assert result.returncode == 0, result.stdout[-6000:] + result.stderr[-2000:]
     passed = set(re.findall(r"^PASSED \S*?(test_\w+)\.py::", result.stdout, flags=re.M))
     # Every probe's file ran and passed tests (a missing file would pass vacuously).
@@ -51,9 +54,10 @@ def test_every_probe_suite_passes(probe_project):
     ops = re.findall(r"^  (\w+):$", spec, flags=re.M)
     assert ops and {f"test_{op}" for op in ops} <= passed, (ops, passed)
     skipped = re.findall(r"^SKIPPED \[\d+\] (\S+?):\d+: (.*)$", result.stdout, flags=re.M)
-    # Only the CUDA-only tests may skip on a CPU machine.
+    # Only the CUDA-only tests may skip on a CPU machine, and the slow ones by default.
     for where, reason in skipped:
-        assert "CUDA" in reason or "cuda" in reason, (where, reason)
+        allowed = reason == SLOW_REASON and not full_run(request.config)
+        assert allowed or "CUDA" in reason or "cuda" in reason, (where, reason)
 
 
 def _generated_modules(root: Path) -> list[Path]:

@@ -236,6 +236,29 @@ def test_cases_names_and_extra_layouts():
     ]
 
 
+def test_default_cases_keep_compact_and_each_permuted_layout_by_default():
+    cases = t.cases(SAMPLES, DTYPES, CONFIGS, _inputs) + t.first_cases(
+        SAMPLES, DTYPES, CONFIGS, t.saved_layouts(["h"])
+    )
+    got = t.default_cases(cases)
+    # Nothing is dropped: --full runs every case, in the same order.
+    assert _params(got) == _params(cases)
+    slow = [p.id for p in got if any(m.name == "slow" for m in p.marks)]
+    default = [p.id for p in got if p.id not in slow]
+    assert default == [
+        "fp32-n3-d4-compact-default",
+        "fp32-n3-d4-compact-no_opt",
+        "fp32-n3-d4-permuted-x-default",
+        "fp32-n3-d4-permuted-opt-default",
+        "bf16-n3-d4-compact-default",
+        "fp32-n1-d4-compact-default",
+        "fp32-n1-d4-compact-no_opt",
+        "fp32-n3-d4-permuted-h-default",
+    ]
+    assert all("strided" in i or i.startswith("bf16") for i in slow), slow
+    assert t.default_cases([]) == []
+
+
 def test_one_more_sample_or_dtype_is_one_more_block_of_cases():
     def unstrided(cases):
         return [p for p in cases if not p.values[2].startswith(t.STRIDED)]

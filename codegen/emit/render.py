@@ -14,11 +14,13 @@ from ..spec.model import Spec
 from ..spec.names import AMBIGUOUS
 from ..spec.shapes import EvaluationError
 from ..views.op_module import op_view, package_view
+from ..views.reference_page import page_view
 from ..views.test_module import tests_view
 from .format import Formatter, GeneratorBug
 from .format_cache import FormatCache
 from .literals import docstring, py
 from .locations import template_dir
+from .markdown import md_code, md_text
 from .marker import MARKER
 
 
@@ -69,6 +71,8 @@ def environment() -> jinja2.Environment:
     )
     env.filters["py"] = py
     env.filters["docstring"] = docstring
+    env.filters["md_code"] = md_code
+    env.filters["md_text"] = md_text
     return env
 
 
@@ -135,6 +139,11 @@ def _render_into(
             formatter.add(rel.format(package=root), f"{head}\n{static_source(module)}")
         # PEP 561: type checkers read the package's annotations (empty: the package is complete).
         formatter.add(f"{root}/py.typed", "")
+        # The operators' reference page (Markdown; docs/ops.md links to the shipped one).
+        page = page_view(spec, ops, views)
+        formatter.add(
+            "OPS.md", env.get_template("ops.md.jinja").render(header=head.lstrip("# "), page=page)
+        )
         op_template = env.get_template("op.py.jinja")
         test_template = env.get_template("test_op.py.jinja")
         for r in ops:

@@ -536,6 +536,41 @@ def first_cases(samples: dict, dtypes: Iterable[str], configs: dict, layouts: It
     ]
 
 
+def default_cases(cases: list) -> list:
+    """``cases`` with those a consistency check need not run by default marked ``slow``.
+
+    Kept by default, on the first dtype: every sample and configuration on compact inputs and
+    each dense permuted layout once (on the first sample that has it); on every other dtype the
+    first compact case. Strided layouts and the rest of the dtypes are marked, and ``--full``
+    runs them. Used for opcheck and for the eager fast path against the dispatcher: the numeric
+    tests against the reference run every case, and what these two compare (the registration,
+    the path a call takes) changes with a layout only through the strides the fake and the
+    kernel are handed.
+    """
+    if not cases:
+        return cases
+    first_dtype = cases[0].values[1]
+    kept: set = set()
+    out = []
+    for case in cases:
+        _, dtype, layout, _ = case.values
+        if dtype == first_dtype:
+            key = None if layout == COMPACT else layout
+            keep = layout == COMPACT or (layout.startswith(PERMUTED) and key not in kept)
+        else:
+            key = (dtype,)
+            keep = layout == COMPACT and key not in kept
+        if keep:
+            if key is not None:
+                kept.add(key)
+            out.append(case)
+        else:
+            out.append(
+                pytest.param(*case.values, id=case.id, marks=[*case.marks, pytest.mark.slow])
+            )
+    return out
+
+
 def saved_layouts(saved: Iterable[str]) -> list[str]:
     """A dense permuted and a strided layout of each saved output a backward takes."""
     return [prefix + name for name in saved for prefix in (PERMUTED, STRIDED)]

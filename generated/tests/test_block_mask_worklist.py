@@ -91,7 +91,7 @@ SUITE = _t.Suite(
 )
 
 
-@pytest.mark.parametrize("sample, dtype, layout, config", CASES)
+@pytest.mark.parametrize("sample, dtype, layout, config", _t.default_cases(CASES))
 def test_opcheck_forward(sample, dtype, layout, config):
     inputs = SUITE.inputs(sample, dtype, layout, config)
     op = _fwd
@@ -156,7 +156,7 @@ def test_compile_fullgraph(sample, config, dynamic):
 DIRECT_BINDINGS = ("_block_mask_worklist_fwd",)
 
 
-@pytest.mark.parametrize("sample, dtype, layout, config", CASES)
+@pytest.mark.parametrize("sample, dtype, layout, config", _t.default_cases(CASES))
 def test_eager_fast_path_matches_dispatcher(sample, dtype, layout, config):
     _t.check_eager_fast_path(
         SUITE, "attnops.block_mask_worklist", DIRECT_BINDINGS, sample, dtype, layout, config, False

@@ -152,7 +152,7 @@ SUITE = _t.Suite(
 )
 
 
-@pytest.mark.parametrize("sample, dtype, layout, config", CASES)
+@pytest.mark.parametrize("sample, dtype, layout, config", _t.default_cases(CASES))
 def test_opcheck_forward(sample, dtype, layout, config):
     inputs = SUITE.inputs(sample, dtype, layout, config)
     op = _fwd_pair if CONFIGS[config][FLAG] else _fwd
@@ -170,7 +170,7 @@ BACKWARD_CASES = _t.cases(
 ) + _t.first_cases(SAMPLES, DTYPES, CONFIGS, [*_t.saved_layouts(SAVED_OUTPUTS), _t.STRIDED_GRADS])
 
 
-@pytest.mark.parametrize("sample, dtype, layout, config", BACKWARD_CASES)
+@pytest.mark.parametrize("sample, dtype, layout, config", _t.default_cases(BACKWARD_CASES))
 def test_opcheck_backward(sample, dtype, layout, config):
     inputs = make_inputs(sample, dtype, config)
     args = backward_args(inputs, config, torch.Generator().manual_seed(SEED + 1))
@@ -296,7 +296,7 @@ def test_cuda_graph_replay_matches_eager(config):
 DIRECT_BINDINGS = ("_chunk_gla_fwd", "_chunk_gla_fwd_with_state", "_chunk_gla_bwd")
 
 
-@pytest.mark.parametrize("sample, dtype, layout, config", CASES)
+@pytest.mark.parametrize("sample, dtype, layout, config", _t.default_cases(CASES))
 def test_eager_fast_path_matches_dispatcher(sample, dtype, layout, config):
     _t.check_eager_fast_path(
         SUITE, "attnops.chunk_gla", DIRECT_BINDINGS, sample, dtype, layout, config, True

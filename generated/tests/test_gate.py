@@ -124,7 +124,7 @@ SUITE = _t.Suite(
 )
 
 
-@pytest.mark.parametrize("sample, dtype, layout, config", CASES)
+@pytest.mark.parametrize("sample, dtype, layout, config", _t.default_cases(CASES))
 def test_opcheck_forward(sample, dtype, layout, config):
     if FAKE_UNSUPPORTED:
         pytest.skip(FAKE_SKIP_REASON)
@@ -144,7 +144,7 @@ BACKWARD_CASES = _t.cases(
 ) + _t.first_cases(SAMPLES, DTYPES, CONFIGS, [*_t.saved_layouts(SAVED_OUTPUTS), _t.STRIDED_GRADS])
 
 
-@pytest.mark.parametrize("sample, dtype, layout, config", BACKWARD_CASES)
+@pytest.mark.parametrize("sample, dtype, layout, config", _t.default_cases(BACKWARD_CASES))
 def test_opcheck_backward(sample, dtype, layout, config):
     if FAKE_UNSUPPORTED:
         pytest.skip(FAKE_SKIP_REASON)
@@ -241,7 +241,7 @@ def test_cuda_graph_replay_matches_eager(config):
 DIRECT_BINDINGS = ("_gate_fwd", "_gate_bwd")
 
 
-@pytest.mark.parametrize("sample, dtype, layout, config", CASES)
+@pytest.mark.parametrize("sample, dtype, layout, config", _t.default_cases(CASES))
 def test_eager_fast_path_matches_dispatcher(sample, dtype, layout, config):
     _t.check_eager_fast_path(
         SUITE, "attnops.gate", DIRECT_BINDINGS, sample, dtype, layout, config, True

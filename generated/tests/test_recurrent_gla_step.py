@@ -111,7 +111,7 @@ SUITE = _t.Suite(
 )
 
 
-@pytest.mark.parametrize("sample, dtype, layout, config", CASES)
+@pytest.mark.parametrize("sample, dtype, layout, config", _t.default_cases(CASES))
 def test_opcheck_forward(sample, dtype, layout, config):
     inputs = SUITE.inputs(sample, dtype, layout, config)
     op = _fwd
@@ -216,7 +216,7 @@ def test_cuda_graph_replay_matches_eager(config):
 DIRECT_BINDINGS = ("_recurrent_gla_step_fwd",)
 
 
-@pytest.mark.parametrize("sample, dtype, layout, config", CASES)
+@pytest.mark.parametrize("sample, dtype, layout, config", _t.default_cases(CASES))
 def test_eager_fast_path_matches_dispatcher(sample, dtype, layout, config):
     _t.check_eager_fast_path(
         SUITE, "attnops.recurrent_gla_step", DIRECT_BINDINGS, sample, dtype, layout, config, False
