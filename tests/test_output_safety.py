@@ -437,7 +437,70 @@ def _hostile_state(rng: random.Random, project: Path, victim: Path, outside: Pat
                     if record.is_file() and not record.is_symlink():
                         text = record.read_text()
                         record.write_text(rng.choice([text[: len(text) // 2], text + "x\n", ""]))
+        elif attack == "forge a cache record":
+            done[-1] += f" ({_forge_record(rng, project, rng.choice(RECORDS))})"
+        elif attack == "lock in the way":
+            done[-1] += f" ({_block_lock(rng, out, victim, outside)})"
     return done
+
+
+RECORDS = [digest.RECORD, format_cache.RECORD]
+
+
+def _forge_record(rng: random.Random, project: Path, name: str) -> str:
+    """Replace cache record ``name`` of the project's output folder by one of: random bytes, its
+    body without its signature or signed with another key, or (after editing a file it lists)
+    a body that matches the edited file, signed with another key or not at all; how."""
+    out = project / "generated"
+    record = out / name
+    if not record.is_file() or record.is_symlink():
+        return "none to forge"
+    how = rng.choice(["random bytes", "unsigned", "another key", "edited file"])
+    text = record.read_text(errors="replace")
+    body = text[: text.rstrip("\n").rfind("\n") + 1]  # without the last line, the signature
+    forger = secrets.token_bytes(32)
+    if how == "random bytes":
+        record.write_bytes(rng.randbytes(rng.randint(0, 300)))
+        return f"{name}: {how}"
+    if how != "edited file":
+        record.write_text(body if how == "unsigned" else private.signed(forger, body))
+        return f"{name}: {how}"
+    target = out / "demo" / "l2norm.py"
+    if not target.is_file() or target.is_symlink():
+        return f"{name}: no file to edit"
+    _edit(target)
+    if name == digest.RECORD:
+        _forge_digest(project)  # the edited folder's exact digest, signed with another key
+        signature = "another key"
+    else:
+        edited = hashlib.sha256(target.read_bytes()).hexdigest()
+        lines = []
+        for line in body.splitlines(keepends=True):
+            rendered, _, rest = line.partition(" ")
+            if rest.rstrip("\n").endswith(" demo/l2norm.py"):
+                line = f"{rendered} {edited} demo/l2norm.py\n"
+            lines.append(line)
+        signature = rng.choice(["unsigned", "another key"])
+        body = "".join(lines)
+        record.write_text(body if signature == "unsigned" else private.signed(forger, body))
+    return f"{name}: {how}, {signature}"
+
+
+def _block_lock(rng: random.Random, out: Path, victim: Path, outside: Path) -> str:
+    """Put a symbolic link, a folder or a FIFO where the lock of ``out`` goes; which."""
+    path = Path(cli.lock_path(out))
+    if path.exists() or path.is_symlink():
+        return "taken"
+    how = rng.choice(["link", "dangling link", "folder", "fifo"])
+    if how == "link":
+        path.symlink_to(rng.choice([victim / "secret.txt", victim / "empty", outside / "note.txt"]))
+    elif how == "dangling link":
+        path.symlink_to(rng.choice([victim / "new.lock", outside / "new.lock"]))
+    elif how == "folder":
+        path.mkdir()
+    else:
+        os.mkfifo(path)
+    return how
 
 
 ATTACKS = [
@@ -450,6 +513,8 @@ ATTACKS = [
     "no manifest",
     "edit a file",
     "forge the caches",
+    "forge a cache record",
+    "lock in the way",
 ]
 
 
@@ -475,12 +540,21 @@ def test_random_hostile_folders_touch_nothing_outside(pristine, tmp_path, capsys
         mode = rng.choice(MODES)
         code, out, err = _run(project, capsys, *([mode] if mode else []))
         what = f"case {case}: {attacks} {mode or 'regenerate'} -> {code}\n{err}"
-        assert code in (0, 1, 2), what
+        blocked = any(a.startswith("lock in the way") and "taken" not in a for a in attacks)
+        if blocked and not mode:  # --check takes no lock
+            lock = cli.lock_path(project / "generated")
+            assert code == cli.EXIT_INTERNAL and f"{lock}: error: " in err, what
+        else:
+            assert code in (0, 1, 2), what
+        assert code == 0 or (out + err).strip(), what  # a failure says why
         assert "Traceback" not in err and "internal error" not in err, what
         assert SECRET not in out + err, what
         assert (_snapshot(victim), _snapshot(outside)) == before, what
         if code == 0:  # whatever stood or was written is what generating writes
             assert _generated_files(project) == expected, what
+        if code == 0 and not mode:  # and the record it leaves is its own, not a forgery
+            text = (project / "generated" / digest.RECORD).read_text()
+            assert private.verified(private.key(), text) is not None, what
         if code == 0 or (code == 1 and mode):
             assert _run(project, capsys, "--check")[0] == (0 if code == 0 else 1), what
         shutil.rmtree(project)
