@@ -375,6 +375,12 @@ def test_a_genuine_record_copied_to_another_user_is_not_trusted(project, capsys,
 # --- fuzz: random hostile folders ---------------------------------------------------------------
 
 
+def _ours(out: Path, path: Path) -> bool:
+    """Whether ``path`` is in ``out`` with no symbolic link on its way (an earlier attack may
+    have linked it or a folder above it out of the folder)."""
+    return not any(p.is_symlink() for p in [path, *path.parents] if p.is_relative_to(out))
+
+
 def _hostile_state(rng: random.Random, project: Path, victim: Path, outside: Path) -> list[str]:
     """Apply a few random attacks to the project's output folder; their names."""
     out = project / "generated"
@@ -386,21 +392,23 @@ def _hostile_state(rng: random.Random, project: Path, victim: Path, outside: Pat
         done.append(attack)
         if attack == "link a folder" and folders:
             folder = rng.choice(folders)
+            if not _ours(out, folder) or not folder.is_dir():
+                continue
             shutil.rmtree(folder)
             folder.symlink_to(rng.choice([victim, victim / "empty", outside]))
         elif attack == "link a file" and files:
             path = rng.choice(files)
-            if path.is_file():
+            if _ours(out, path) and path.is_file():
                 path.unlink()
                 path.symlink_to(rng.choice([victim / "secret.txt", victim / "new.py", victim]))
         elif attack == "fifo" and files:
             path = rng.choice(files)
-            if path.is_file():
+            if _ours(out, path) and path.is_file():
                 path.unlink()
                 os.mkfifo(path)
         elif attack == "folder for a file" and files:
             path = rng.choice(files)
-            if path.is_file():
+            if _ours(out, path) and path.is_file():
                 path.unlink()
                 path.mkdir()
         elif attack == "link in the root":
@@ -427,7 +435,7 @@ def _hostile_state(rng: random.Random, project: Path, victim: Path, outside: Pat
             (out / MANIFEST).unlink()
         elif attack == "edit a file" and files:
             path = rng.choice(files)
-            if path.is_file() and not path.is_symlink():
+            if _ours(out, path) and path.is_file():
                 path.write_text(path.read_text() + "this line is not Python\n")
         elif attack == "forge the caches":
             cache = out / digest.CACHE
@@ -435,19 +443,22 @@ def _hostile_state(rng: random.Random, project: Path, victim: Path, outside: Pat
                 for name in ("digest", "format"):
                     record = cache / name
                     if record.is_file() and not record.is_symlink():
-                        text = record.read_text()
+                        text = record.read_text(errors="replace")
                         record.write_text(rng.choice([text[: len(text) // 2], text + "x\n", ""]))
         elif attack == "forge a cache record":
-            done[-1] += f" ({_forge_record(rng, project, rng.choice(RECORDS))})"
+            how = rng.choice(FORGERIES)
+            done[-1] += f" ({_forge_record(rng, project, rng.choice(RECORDS), how)})"
         elif attack == "lock in the way":
-            done[-1] += f" ({_block_lock(rng, out, victim, outside)})"
+            done[-1] += f" ({_block_lock(rng, out, victim, outside, rng.choice(BLOCKS))})"
     return done
 
 
 RECORDS = [digest.RECORD, format_cache.RECORD]
+FORGERIES = ["random bytes", "unsigned", "another key", "edited file"]
+BLOCKS = ["link", "dangling link", "folder", "fifo"]
 
 
-def _forge_record(rng: random.Random, project: Path, name: str) -> str:
+def _forge_record(rng: random.Random, project: Path, name: str, how: str) -> str:
     """Replace cache record ``name`` of the project's output folder by one of: random bytes, its
     body without its signature or signed with another key, or (after editing a file it lists)
     a body that matches the edited file, signed with another key or not at all; how."""
@@ -455,7 +466,6 @@ def _forge_record(rng: random.Random, project: Path, name: str) -> str:
     record = out / name
     if not record.is_file() or record.is_symlink():
         return "none to forge"
-    how = rng.choice(["random bytes", "unsigned", "another key", "edited file"])
     text = record.read_text(errors="replace")
     body = text[: text.rstrip("\n").rfind("\n") + 1]  # without the last line, the signature
     forger = secrets.token_bytes(32)
@@ -470,6 +480,9 @@ def _forge_record(rng: random.Random, project: Path, name: str) -> str:
         return f"{name}: no file to edit"
     _edit(target)
     if name == digest.RECORD:
+        listed = _plain(out, [MANIFEST]) and (out / MANIFEST).read_text().splitlines()[1:]
+        if not listed or not _plain(out, listed):
+            return f"{name}: {how}, no plain folder to record"
         _forge_digest(project)  # the edited folder's exact digest, signed with another key
         signature = "another key"
     else:
@@ -486,12 +499,22 @@ def _forge_record(rng: random.Random, project: Path, name: str) -> str:
     return f"{name}: {how}, {signature}"
 
 
-def _block_lock(rng: random.Random, out: Path, victim: Path, outside: Path) -> str:
+def _plain(out: Path, listed: list[str]) -> bool:
+    """Whether ``listed`` are all regular files of ``out``, no link on their way."""
+    for rel in listed:
+        path = out / rel
+        if ".." in Path(rel).parts or Path(rel).is_absolute():
+            return False
+        if not path.is_file() or any(p.is_symlink() for p in [path, *path.parents]):
+            return False
+    return True
+
+
+def _block_lock(rng: random.Random, out: Path, victim: Path, outside: Path, how: str) -> str:
     """Put a symbolic link, a folder or a FIFO where the lock of ``out`` goes; which."""
     path = Path(cli.lock_path(out))
     if path.exists() or path.is_symlink():
         return "taken"
-    how = rng.choice(["link", "dangling link", "folder", "fifo"])
     if how == "link":
         path.symlink_to(rng.choice([victim / "secret.txt", victim / "empty", outside / "note.txt"]))
     elif how == "dangling link":
@@ -518,6 +541,9 @@ ATTACKS = [
 ]
 
 
+VARIANTS = [(r, f) for r in RECORDS for f in FORGERIES] + [("lock in the way", b) for b in BLOCKS]
+
+
 def test_random_hostile_folders_touch_nothing_outside(pristine, tmp_path, capsys):
     rng = random.Random(20261202)
     seed = tmp_path / "seed"
@@ -527,7 +553,7 @@ def test_random_hostile_folders_touch_nothing_outside(pristine, tmp_path, capsys
     outside = tmp_path / "outside"
     outside.mkdir()
     (outside / "note.txt").write_text(f"{SECRET}\n")
-    for case in range(14):
+    for case in range(20):
         victim = tmp_path / f"victim{case}"
         (victim / "sub").mkdir(parents=True)
         (victim / "secret.txt").write_text(f"{SECRET}\n")
@@ -535,7 +561,14 @@ def test_random_hostile_folders_touch_nothing_outside(pristine, tmp_path, capsys
         (victim / "empty").mkdir()
         project = tmp_path / f"case{case}"
         shutil.copytree(seed, project, symlinks=True)
-        attacks = _hostile_state(rng, project, victim, outside)
+        # Before the random attacks, every forgery of either cache record and every thing in
+        # the lock's place, in turn.
+        record, how = VARIANTS[case % len(VARIANTS)]
+        if record == "lock in the way":
+            forced = f"{record} ({_block_lock(rng, project / 'generated', victim, outside, how)})"
+        else:
+            forced = f"forge a cache record ({_forge_record(rng, project, record, how)})"
+        attacks = [forced, *_hostile_state(rng, project, victim, outside)]
         before = (_snapshot(victim), _snapshot(outside))
         mode = rng.choice(MODES)
         code, out, err = _run(project, capsys, *([mode] if mode else []))
