@@ -57,9 +57,10 @@ def _extreme_g(rng: random.Random, gen: torch.Generator, B: int, T: int, H: int,
     placed = []
     for tokens in _places(rng, T, starts):
         value = rng.choice(G_EDGES)
-        b, h = rng.randrange(B), rng.choice([slice(None), rng.randrange(H)])
-        g[b, tokens, h] = value
-        placed.append(f"g[{b}, {tokens[0]}..{tokens[-1]}, {h}] = {value:g}")
+        b, h = rng.randrange(B), rng.choice([None, rng.randrange(H)])
+        g[b, tokens, slice(None) if h is None else h] = value
+        heads = "every head" if h is None else f"head {h}"
+        placed.append(f"g[{b}, {tokens[0]}..{tokens[-1]}] = {value:g} ({heads})")
     return g, placed
 
 
