@@ -375,6 +375,12 @@ def test_a_genuine_record_copied_to_another_user_is_not_trusted(project, capsys,
 # --- fuzz: random hostile folders ---------------------------------------------------------------
 
 
+def _ours(out: Path, path: Path) -> bool:
+    """Whether ``path`` is in ``out`` with no symbolic link on its way (an earlier attack may
+    have linked it or a folder above it out of the folder)."""
+    return not any(p.is_symlink() for p in [path, *path.parents] if p.is_relative_to(out))
+
+
 def _hostile_state(rng: random.Random, project: Path, victim: Path, outside: Path) -> list[str]:
     """Apply a few random attacks to the project's output folder; their names."""
     out = project / "generated"
@@ -386,21 +392,23 @@ def _hostile_state(rng: random.Random, project: Path, victim: Path, outside: Pat
         done.append(attack)
         if attack == "link a folder" and folders:
             folder = rng.choice(folders)
+            if not _ours(out, folder) or not folder.is_dir():
+                continue
             shutil.rmtree(folder)
             folder.symlink_to(rng.choice([victim, victim / "empty", outside]))
         elif attack == "link a file" and files:
             path = rng.choice(files)
-            if path.is_file():
+            if _ours(out, path) and path.is_file():
                 path.unlink()
                 path.symlink_to(rng.choice([victim / "secret.txt", victim / "new.py", victim]))
         elif attack == "fifo" and files:
             path = rng.choice(files)
-            if path.is_file():
+            if _ours(out, path) and path.is_file():
                 path.unlink()
                 os.mkfifo(path)
         elif attack == "folder for a file" and files:
             path = rng.choice(files)
-            if path.is_file():
+            if _ours(out, path) and path.is_file():
                 path.unlink()
                 path.mkdir()
         elif attack == "link in the root":
@@ -427,7 +435,7 @@ def _hostile_state(rng: random.Random, project: Path, victim: Path, outside: Pat
             (out / MANIFEST).unlink()
         elif attack == "edit a file" and files:
             path = rng.choice(files)
-            if path.is_file() and not path.is_symlink():
+            if _ours(out, path) and path.is_file():
                 path.write_text(path.read_text() + "this line is not Python\n")
         elif attack == "forge the caches":
             cache = out / digest.CACHE
@@ -435,9 +443,87 @@ def _hostile_state(rng: random.Random, project: Path, victim: Path, outside: Pat
                 for name in ("digest", "format"):
                     record = cache / name
                     if record.is_file() and not record.is_symlink():
-                        text = record.read_text()
+                        text = record.read_text(errors="replace")
                         record.write_text(rng.choice([text[: len(text) // 2], text + "x\n", ""]))
+        elif attack == "forge a cache record":
+            how = rng.choice(FORGERIES)
+            done[-1] += f" ({_forge_record(rng, project, rng.choice(RECORDS), how)})"
+        elif attack == "lock in the way":
+            done[-1] += f" ({_block_lock(rng, out, victim, outside, rng.choice(BLOCKS))})"
     return done
+
+
+RECORDS = [digest.RECORD, format_cache.RECORD]
+FORGERIES = ["random bytes", "unsigned", "another key", "edited file"]
+BLOCKS = ["link", "dangling link", "folder", "fifo"]
+
+
+def _forge_record(rng: random.Random, project: Path, name: str, how: str) -> str:
+    """Replace cache record ``name`` of the project's output folder by one of: random bytes, its
+    body without its signature or signed with another key, or (after editing a file it lists)
+    a body that matches the edited file, signed with another key or not at all; how."""
+    out = project / "generated"
+    record = out / name
+    if not record.is_file() or record.is_symlink():
+        return "none to forge"
+    text = record.read_text(errors="replace")
+    body = text[: text.rstrip("\n").rfind("\n") + 1]  # without the last line, the signature
+    forger = secrets.token_bytes(32)
+    if how == "random bytes":
+        record.write_bytes(rng.randbytes(rng.randint(0, 300)))
+        return f"{name}: {how}"
+    if how != "edited file":
+        record.write_text(body if how == "unsigned" else private.signed(forger, body))
+        return f"{name}: {how}"
+    target = out / "demo" / "l2norm.py"
+    if not target.is_file() or target.is_symlink():
+        return f"{name}: no file to edit"
+    _edit(target)
+    if name == digest.RECORD:
+        listed = _plain(out, [MANIFEST]) and (out / MANIFEST).read_text().splitlines()[1:]
+        if not listed or not _plain(out, listed):
+            return f"{name}: {how}, no plain folder to record"
+        _forge_digest(project)  # the edited folder's exact digest, signed with another key
+        signature = "another key"
+    else:
+        edited = hashlib.sha256(target.read_bytes()).hexdigest()
+        lines = []
+        for line in body.splitlines(keepends=True):
+            rendered, _, rest = line.partition(" ")
+            if rest.rstrip("\n").endswith(" demo/l2norm.py"):
+                line = f"{rendered} {edited} demo/l2norm.py\n"
+            lines.append(line)
+        signature = rng.choice(["unsigned", "another key"])
+        body = "".join(lines)
+        record.write_text(body if signature == "unsigned" else private.signed(forger, body))
+    return f"{name}: {how}, {signature}"
+
+
+def _plain(out: Path, listed: list[str]) -> bool:
+    """Whether ``listed`` are all regular files of ``out``, no link on their way."""
+    for rel in listed:
+        path = out / rel
+        if ".." in Path(rel).parts or Path(rel).is_absolute():
+            return False
+        if not path.is_file() or any(p.is_symlink() for p in [path, *path.parents]):
+            return False
+    return True
+
+
+def _block_lock(rng: random.Random, out: Path, victim: Path, outside: Path, how: str) -> str:
+    """Put a symbolic link, a folder or a FIFO where the lock of ``out`` goes; which."""
+    path = Path(cli.lock_path(out))
+    if path.exists() or path.is_symlink():
+        return "taken"
+    if how == "link":
+        path.symlink_to(rng.choice([victim / "secret.txt", victim / "empty", outside / "note.txt"]))
+    elif how == "dangling link":
+        path.symlink_to(rng.choice([victim / "new.lock", outside / "new.lock"]))
+    elif how == "folder":
+        path.mkdir()
+    else:
+        os.mkfifo(path)
+    return how
 
 
 ATTACKS = [
@@ -450,7 +536,12 @@ ATTACKS = [
     "no manifest",
     "edit a file",
     "forge the caches",
+    "forge a cache record",
+    "lock in the way",
 ]
+
+
+VARIANTS = [(r, f) for r in RECORDS for f in FORGERIES] + [("lock in the way", b) for b in BLOCKS]
 
 
 def test_random_hostile_folders_touch_nothing_outside(pristine, tmp_path, capsys):
@@ -462,7 +553,8 @@ def test_random_hostile_folders_touch_nothing_outside(pristine, tmp_path, capsys
     outside = tmp_path / "outside"
     outside.mkdir()
     (outside / "note.txt").write_text(f"{SECRET}\n")
-    for case in range(14):
+    alone = len(VARIANTS)
+    for case in range(alone + 8):
         victim = tmp_path / f"victim{case}"
         (victim / "sub").mkdir(parents=True)
         (victim / "secret.txt").write_text(f"{SECRET}\n")
@@ -470,17 +562,36 @@ def test_random_hostile_folders_touch_nothing_outside(pristine, tmp_path, capsys
         (victim / "empty").mkdir()
         project = tmp_path / f"case{case}"
         shutil.copytree(seed, project, symlinks=True)
-        attacks = _hostile_state(rng, project, victim, outside)
+        # Every forgery of either cache record and every thing in the lock's place in turn:
+        # alone, into a regenerate (which takes the lock, and would keep a forged file), then
+        # (where random attacks may leave it nothing to forge) before the random attacks.
+        record, how = VARIANTS[case % len(VARIANTS)]
+        if record == "lock in the way":
+            forced = f"{record} ({_block_lock(rng, project / 'generated', victim, outside, how)})"
+        else:
+            forced = f"forge a cache record ({_forge_record(rng, project, record, how)})"
+        attacks = [forced]
+        if case >= alone:
+            attacks += _hostile_state(rng, project, victim, outside)
         before = (_snapshot(victim), _snapshot(outside))
-        mode = rng.choice(MODES)
+        mode = rng.choice(MODES) if case >= alone else ""
         code, out, err = _run(project, capsys, *([mode] if mode else []))
         what = f"case {case}: {attacks} {mode or 'regenerate'} -> {code}\n{err}"
-        assert code in (0, 1, 2), what
+        blocked = any(a.startswith("lock in the way") and "taken" not in a for a in attacks)
+        if blocked and not mode:  # --check takes no lock
+            lock = cli.lock_path(project / "generated")
+            assert code == cli.EXIT_INTERNAL and f"{lock}: error: " in err, what
+        else:
+            assert code in (0, 1, 2), what
+        assert code == 0 or (out + err).strip(), what  # a failure says why
         assert "Traceback" not in err and "internal error" not in err, what
         assert SECRET not in out + err, what
         assert (_snapshot(victim), _snapshot(outside)) == before, what
         if code == 0:  # whatever stood or was written is what generating writes
             assert _generated_files(project) == expected, what
+        if code == 0 and not mode:  # and the record it leaves is its own, not a forgery
+            text = (project / "generated" / digest.RECORD).read_text()
+            assert private.verified(private.key(), text) is not None, what
         if code == 0 or (code == 1 and mode):
             assert _run(project, capsys, "--check")[0] == (0 if code == 0 else 1), what
         shutil.rmtree(project)
