@@ -34,6 +34,16 @@ NOTE = (
 )
 
 
+def _without_backward(text: str) -> str:
+    return text.replace(
+        "    backward:\n"
+        '      schema: "(Tensor grad_y, Tensor x, Tensor rstd) -> Tensor grad_x"\n'
+        "      launchers:\n"
+        "        cpu: attnops_kernels.l2norm.triton:l2norm_bwd\n",
+        "",
+    )
+
+
 def _errors(text: str) -> list[str]:
     with pytest.raises(SpecError) as info:
         parse(text, "ops.yaml")
@@ -131,13 +141,7 @@ def test_when_may_name_a_number():
         "rstd: {shape: [...], dtype: float32, when: eps}",
         text,
     )
-    text = text.replace(
-        "    backward:\n"
-        '      schema: "(Tensor grad_y, Tensor x, Tensor rstd) -> Tensor grad_x"\n'
-        "      launchers:\n"
-        "        cpu: attnops_kernels.l2norm.triton:l2norm_bwd\n",
-        "",
-    )
+    text = _without_backward(text)
     parse(text, "ops.yaml")
     bad = replace("(Tensor x, float eps=1e-6)", "(Tensor x, str eps='a')", text)
     assert any(
@@ -150,13 +154,7 @@ def test_a_tensor_return_no_argument_decides_is_refused_at_the_return():
         "(Tensor x, float eps=1e-6) -> (Tensor y, Tensor rstd)",
         "(Tensor x) -> (Tensor y, Tensor? rstd)",
     )
-    text = text.replace(
-        "    backward:\n"
-        '      schema: "(Tensor grad_y, Tensor x, Tensor rstd) -> Tensor grad_x"\n'
-        "      launchers:\n"
-        "        cpu: attnops_kernels.l2norm.triton:l2norm_bwd\n",
-        "",
-    )
+    text = _without_backward(text)
     text = replace(
         "rstd: {shape: [...], dtype: float32, public: false}",
         "rstd: {shape: [...], dtype: float32}",
