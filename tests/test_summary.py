@@ -55,6 +55,7 @@ def test_check_summary_lists_schema_signature_and_test_changes(project, capsys):
         f"    tests tests/test_l2norm.py: {n} -> {n} test functions",
         "      SAMPLES:",
         "        + 'batch3-D5'",
+        "  OPS.md: changed",  # the reference page shows the new default
     ]
     # --check wrote nothing: the same summary again, byte for byte
     assert _regenerate(project, CHANGED, "--check", "--summary") == 1
