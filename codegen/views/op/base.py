@@ -150,17 +150,19 @@ class OpBuilder:
             return f"torch.{dtype.torch_name}"
         return None if dtype_of == base else f"{dtype_of}.dtype"
 
-    def forward_call(self) -> ForwardCall:
+    def forward_call(self, binding: str = "", wide_binding: str = "") -> ForwardCall:
+        """The forward through ``binding`` (and ``wide_binding`` for the arity pair's wider
+        operator); by default the module-level bindings of the registered operators."""
         r = self.r
         pair = r.pair
         outs = tuple(o.name for o in self.op.outputs if o.name not in r.pair_extras)
         return ForwardCall(
             kind="pair" if r.flag else "bind" if outs else "bare",
-            binding=r.forward.names.binding,
+            binding=binding or r.forward.names.binding,
             targets=outs,
             args=call_args(self.fwd),
             flag=r.flag,
-            wide_binding=pair.names.binding if pair else "",
+            wide_binding=(wide_binding or pair.names.binding) if pair else "",
             wide_targets=outs + r.pair_extras,
             extras=r.pair_extras,
         )

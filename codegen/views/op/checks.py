@@ -15,6 +15,7 @@ from ...resolve.dims import TensorPlan, element_dims, index_of
 from ...resolve.resolved import ResolvedOp
 from ...spec.shapes import ELLIPSIS, Condition
 from .base import OpBuilder, Statement, batch_slice, names_in, shape_expr, tuple_expr
+from .notes import NoteRef, Notes
 from .signature import BROADCAST, SCALAR_EXPECTED, SCALAR_TYPES, classes
 
 
@@ -93,6 +94,7 @@ class IndexCheck:
     optional: bool
     dim: str  # the dim read as the bound
     skip: bool  # negative entries skip a slot instead of being refused
+    note: NoteRef
 
 
 @dataclass(frozen=True, slots=True)
@@ -346,10 +348,16 @@ class CheckBuilder(OpBuilder):
             out.append(ConstraintCheck(test, c.message, c.check.names))
         return tuple(out)
 
-    def indexes(self) -> tuple[IndexCheck, ...]:
+    def indexes(self, notes: Notes) -> tuple[IndexCheck, ...]:
         optional = set(self.r.optional_inputs)
         return tuple(
-            IndexCheck(d.name, d.name in optional, d.indexes, d.skips_negative)
+            IndexCheck(
+                d.name,
+                d.name in optional,
+                d.indexes,
+                d.skips_negative,
+                notes.ref("index inputs", " (_runtime)"),
+            )
             for d in self.op.inputs
             if d.indexes
         )

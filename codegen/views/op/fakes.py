@@ -14,6 +14,7 @@ from ...spec.model import OutputDecl
 from ...spec.schema import Schema
 from ...spec.shapes import ELLIPSIS
 from .base import OpBuilder, Statement, shape_expr, tuple_expr
+from .notes import NoteRef, Notes
 from .signature import Param, params, returns_annotation
 
 
@@ -34,6 +35,7 @@ class Alloc:
     dtype: str | None  # None: the dtype of ``base``
     test: str = ""
     count: str = ""
+    note: NoteRef | None = None  # Note [list returns]
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,11 +51,11 @@ class FakeView:
 
 
 class FakeBuilder(OpBuilder):
-    def fake(self, s: ResolvedStage) -> FakeView:
+    def fake(self, s: ResolvedStage, notes: Notes) -> FakeView:
         if s.kind == "bwd":
             dims, dynamic, allocs, returns = self._backward_fake(s.schema)
         else:
-            dims, dynamic, allocs, returns = self._forward_fake(s.outputs)
+            dims, dynamic, allocs, returns = self._forward_fake(s.outputs, notes)
         return FakeView(
             qualname=s.names.qualname,
             name=s.names.fake,
@@ -65,7 +67,7 @@ class FakeBuilder(OpBuilder):
             returns=returns,
         )
 
-    def _forward_fake(self, outputs: tuple[OutputDecl, ...]):
+    def _forward_fake(self, outputs: tuple[OutputDecl, ...], notes: Notes):
         needed: set[str] = set()
         batch = False
         dynamic = [name for name, _ in self.op.dynamic_dims]
@@ -78,7 +80,7 @@ class FakeBuilder(OpBuilder):
         if not tensors:  # only list inputs: the public function refuses an empty first list
             tensors = [next(f"{d.name}[0]" for d in self.op.inputs if d.is_list)]
         base = self.alloc_base(tensors)
-        allocs = tuple(self._list_alloc(o, base) or self._alloc(o, base) for o in outputs)
+        allocs = tuple(self._list_alloc(o, base, notes) or self._alloc(o, base) for o in outputs)
         return (
             tuple(dims),
             tuple(n for n in dynamic if n in needed),
@@ -96,7 +98,7 @@ class FakeBuilder(OpBuilder):
         test = f"{o.when} is not None" if arg is not None and arg.is_tensor else o.when
         return Alloc("optional", o.name, base, shape, dtype, test=test)
 
-    def _list_alloc(self, o: OutputDecl, base: str) -> Alloc | None:
+    def _list_alloc(self, o: OutputDecl, base: str, notes: Notes) -> Alloc | None:
         """Note [list returns]: a 'Tensor[]' output allocates ``count`` tensors; where the count
         is a list input's length, element ``_i`` reads its own dims (and dtype) from element
         ``_i`` of the list inputs that give them."""
@@ -114,7 +116,9 @@ class FakeBuilder(OpBuilder):
         else:
             count, dtype = str(o.count), None
         dtype = dtype or self.dtype(o.dtype, o.dtype_of, base)
-        return Alloc("list", o.name, base, shape, dtype, count=count)
+        return Alloc(
+            "list", o.name, base, shape, dtype, count=count, note=notes.ref("list returns")
+        )
 
     def _backward_fake(self, schema: Schema):
         available = [a.name for a in schema.arguments if a.is_tensor and not a.optional]

@@ -20,9 +20,16 @@ class GradResult:
     input: str = ""
 
 
+# Note [stage callables]: the Function takes its stages as its first arguments: the dispatcher
+# path passes the registered operators, the eager fast path the shims registered for them, so
+# one Function serves both.
+STAGE_FWD, STAGE_PAIR, STAGE_BWD = "_fwd", "_fwd_pair", "_bwd"
+
+
 @dataclass(frozen=True, slots=True)
 class FunctionView:
     name: str
+    stages: tuple[Param, ...]  # the stage callables (Note [stage callables])
     params: tuple[Param, ...]
     annotation: str
     call: ForwardCall
@@ -31,7 +38,7 @@ class FunctionView:
     non_differentiable: tuple[str, ...]
     returns: tuple[str, ...]
     grads_in: tuple[Param, ...]
-    backward: str
+    backward: str  # the backward stage's parameter, kept on ctx
     backward_targets: tuple[str, ...]
     backward_args: tuple[str, ...]
     results: tuple[GradResult, ...]
@@ -40,7 +47,6 @@ class FunctionView:
 class FunctionBuilder(OpBuilder):
     def function(self) -> FunctionView:
         r = self.r
-        bwd = r.backward
         params = [Param(a.name, a.annotation) for a in self.fwd.arguments]
         if r.flag:
             params.append(Param(r.flag, "bool"))
@@ -51,7 +57,8 @@ class FunctionBuilder(OpBuilder):
             for o in self.op.outputs
             if o.public and o.dtype is not None and not o.dtype.is_floating
         )
-        results = []
+        stages = [STAGE_FWD] + ([STAGE_PAIR] if r.pair else []) + [STAGE_BWD]
+        results = [GradResult("none") for _ in stages]
         for name in [a.name for a in self.fwd.arguments] + ([r.flag] if r.flag else []):
             grad = r.gradient_of(name)
             if not grad:
@@ -62,9 +69,10 @@ class FunctionBuilder(OpBuilder):
                 results.append(GradResult("always", grad))
         return FunctionView(
             name=r.names.function,
+            stages=tuple(Param(name, "Callable") for name in stages),
             params=tuple(params),
             annotation=annotation(len(public), optional),
-            call=self.forward_call(),
+            call=self.forward_call(STAGE_FWD, STAGE_PAIR),
             saved=r.saved_tensors,
             scalars=r.saved_scalars,
             non_differentiable=non_diff,
@@ -73,7 +81,7 @@ class FunctionBuilder(OpBuilder):
                 Param(f"grad_{o}", "Tensor | None" if o in r.pair_extras else "Tensor")
                 for o in public
             ),
-            backward=bwd.names.binding,
+            backward=STAGE_BWD,
             backward_targets=tuple(g.name for g in r.gradients),
             backward_args=call_args(self.op.backward.schema),
             results=tuple(results),

@@ -8,7 +8,6 @@ from dataclasses import dataclass
 from ...resolve.resolved import ResolvedOp
 from ...spec.model import Integration
 from .checks import ListCheck, TensorCheck
-from .fast_path import FastPathView
 from .public import PublicView
 from .registration import StageView
 
@@ -16,20 +15,17 @@ from .registration import StageView
 @dataclass(frozen=True, slots=True)
 class ImportsView:
     named_tuple: bool  # the public function returns a NamedTuple
+    callable: bool  # the autograd.Function annotates its stage callables
     layout: tuple[str, ...]  # helpers of _layout (backend selection), sorted
     runtime: tuple[str, ...]  # helpers of _runtime, sorted
 
 
-def imports_view(
-    r: ResolvedOp,
-    stages: tuple[StageView, ...],
-    fast_path: FastPathView | None,
-    public: PublicView,
-) -> ImportsView:
+def imports_view(r: ResolvedOp, stages: tuple[StageView, ...], public: PublicView) -> ImportsView:
     return ImportsView(
         named_tuple=bool(public.result),
+        callable=r.op.backward is not None,
         layout=_layout(r),
-        runtime=_runtime(r, stages, fast_path, public),
+        runtime=_runtime(r, stages, public),
     )
 
 
@@ -46,9 +42,7 @@ def _layout(r: ResolvedOp) -> tuple[str, ...]:
     return tuple(sorted(used))
 
 
-def _runtime(
-    r: ResolvedOp, stages: tuple[StageView, ...], fast_path: FastPathView | None, public: PublicView
-) -> tuple[str, ...]:
+def _runtime(r: ResolvedOp, stages: tuple[StageView, ...], public: PublicView) -> tuple[str, ...]:
     used = {"launcher", "tensor_error"}
     if public.mutated:
         used.add("check_mutated")
@@ -73,9 +67,9 @@ def _runtime(
         used.add("register_triton_op")
     for guard in (i.device_guard for st in stages for i in st.impls if i.device_guard):
         used.add("other_device" if guard.kind == "found" else "cuda_device")
-    if fast_path is not None and public.direct is not None:
+    if public.direct is not None:
         used.add("direct_ok")
-        if any(d.cuda_test.startswith("_on_cuda(") for d in fast_path.stages):
+        if public.direct.stages.test.startswith("_on_cuda("):
             used.add("on_cuda")
         if public.direct.kind == "grad_off":
             used.update(("grad_enabled", "set_grad_enabled"))

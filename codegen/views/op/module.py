@@ -18,9 +18,10 @@ from ...spec.model import Integration
 from .base import OpBuilder
 from .bindings import BindingsView, bindings_view
 from .fakes import FakeBuilder, FakeView
-from .fast_path import FastPathBuilder, FastPathView
+from .fast_path import FastPathBuilder
 from .function import FunctionBuilder, FunctionView
 from .imports import ImportsView, imports_view
+from .notes import Notes
 from .public import PublicBuilder, PublicView
 from .registration import Registration, StageView, registrations, stage_view
 
@@ -38,8 +39,7 @@ class OpView:
     fakes: tuple[FakeView, ...]  # opaque integration only
     bindings: BindingsView
     function: FunctionView | None  # None without a backward
-    fast_path: FastPathView | None  # 'eager_fast_path: true' only
-    public: PublicView
+    public: PublicView  # with the eager fast path's branch ('eager_fast_path: true')
     exports: tuple[str, ...]
 
 
@@ -50,24 +50,24 @@ def import_order(name: str) -> tuple[int, str]:
 
 def op_view(r: ResolvedOp) -> OpView:
     op = r.op
-    fast = FastPathBuilder(r) if op.eager_fast_path else None
-    fast_path = fast.view() if fast else None
-    public, constants = PublicBuilder(r).view(fast.call() if fast else None)
-    base = OpBuilder(r)
-    stages = tuple(stage_view(base, s) for s in r.stages)
     opaque = op.integration is Integration.OPAQUE
+    notes = Notes()  # sections in module order (Note [notes once])
+    base = OpBuilder(r)
+    stages = tuple(stage_view(base, s, notes) for s in r.stages)
+    fakes = tuple(FakeBuilder(r).fake(s, notes) for s in r.stages) if opaque else ()
+    direct = FastPathBuilder(r).call() if op.eager_fast_path else None
+    public, constants = PublicBuilder(r).view(direct, notes)
     return OpView(
         name=op.name,
         module=r.names.module,
         summary=(op.doc.splitlines()[0] if op.doc else op.name),
         integration=op.integration.value,
-        imports=imports_view(r, stages, fast_path, public),
+        imports=imports_view(r, stages, public),
         stages=stages,
         registrations=registrations(stages) if opaque else (),
-        fakes=tuple(FakeBuilder(r).fake(s) for s in r.stages) if opaque else (),
+        fakes=fakes,
         bindings=bindings_view(r, constants),
         function=FunctionBuilder(r).function() if op.backward else None,
-        fast_path=fast_path,
         public=public,
         exports=tuple(
             sorted(

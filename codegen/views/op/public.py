@@ -25,6 +25,7 @@ from .checks import (
     length_checks,
 )
 from .fast_path import DirectCall
+from .notes import Notes
 from .signature import Param, doc_type, params
 
 
@@ -66,6 +67,7 @@ class PublicView:
     call: Literal["function", "forward", "no_grad"]
     forward: ForwardCall | None  # the forward call, for ``forward`` and ``no_grad``
     function: str  # the autograd.Function, for ``function``
+    stages: tuple[str, ...]  # the registered operators it is given (Note [stage callables])
     function_args: tuple[str, ...]
     outputs: tuple[str, ...]
     direct: DirectCall | None = None
@@ -118,7 +120,7 @@ class PublicBuilder(OpBuilder):
             returns, op.doc or op.name, tuple(args), r.names.result, tuple(outputs), updated
         )
 
-    def view(self, direct: DirectCall | None) -> tuple[PublicView, list]:
+    def view(self, direct: DirectCall | None, notes: Notes) -> tuple[PublicView, list]:
         """The public function, and the module constants its checks compare with."""
         op, r = self.op, self.r
         checks = CheckBuilder(r)
@@ -141,7 +143,7 @@ class PublicBuilder(OpBuilder):
             docstring=self.docstring(),
             checks=tuple(items),
             constraints=checks.constraints(),
-            indexes=checks.indexes(),
+            indexes=checks.indexes(notes),
             counts=count_checks(r),
             lengths=length_checks(r),
             scalars=checks.scalars(public_params),
@@ -150,6 +152,7 @@ class PublicBuilder(OpBuilder):
             call=call,
             forward=None if op.backward else self.forward_call(),
             function=r.names.function if op.backward else "",
+            stages=tuple(s.names.binding for s in r.stages),
             function_args=tuple(a.name for a in self.fwd.arguments) + ((r.flag,) if r.flag else ()),
             outputs=r.public_outputs,
             direct=direct,

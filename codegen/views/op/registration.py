@@ -11,6 +11,7 @@ from ...resolve.resolved import ResolvedStage
 from ...spec.model import Integration
 from ...spec.schema import Schema
 from .base import OpBuilder, always_given, device_args, tensor_args
+from .notes import NoteRef, Notes
 from .signature import Param, call_args, params, returns_annotation
 
 
@@ -50,6 +51,7 @@ class DeviceGuard:
     kind: Literal["inline", "found"]
     test: str
     index: str
+    note: NoteRef
     helper: str = ""
 
 
@@ -73,6 +75,10 @@ class ImplView:
     # Registered for CUDA by the opaque or triton_op integration: the call first makes the
     # inputs' device current (Note [device guard] in _runtime); None otherwise.
     device_guard: DeviceGuard | None = None
+    # Note [eager launchers], Note [arity pair] and Note [backend selection], where they apply.
+    eager_note: NoteRef | None = None
+    pair_note: NoteRef | None = None
+    backend_note: NoteRef | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,8 +103,9 @@ class Registration:
     impl: str
 
 
-def stage_view(b: OpBuilder, s: ResolvedStage) -> StageView:
+def stage_view(b: OpBuilder, s: ResolvedStage, notes: Notes) -> StageView:
     op = b.op
+    eager = op.integration is Integration.EAGER
     impls = tuple(
         ImplView(
             name=i.name,
@@ -115,11 +122,12 @@ def stage_view(b: OpBuilder, s: ResolvedStage) -> StageView:
             ),
             targets=tuple(n if n in s.returns else "_" for n in s.launcher_returns),
             returns=s.returns,
+            eager_note=notes.ref("eager launchers") if eager else None,
             device_guard=(
-                device_guard(s.schema)
-                if "CUDA" in i.devices and op.integration is not Integration.EAGER
-                else None
+                device_guard(s.schema, notes) if "CUDA" in i.devices and not eager else None
             ),
+            pair_note=notes.ref("arity pair") if s.flag is not None else None,
+            backend_note=notes.ref("backend selection") if i.backends else None,
             backends=_backend_views(s.schema, i.backends),
         )
         for i in s.impls
@@ -146,7 +154,7 @@ def registrations(stages: tuple[StageView, ...]) -> tuple[Registration, ...]:
     )
 
 
-def device_guard(schema: Schema) -> DeviceGuard:
+def device_guard(schema: Schema, notes: Notes) -> DeviceGuard:
     """Note [device guard]: a first tensor argument always given is read inline (``is_cuda``
     first: a CUDA implementation called with CPU tensors, as the backend tests do, or on a
     build without CUDA, asks nothing); otherwise the runtime finds the first tensor present."""
@@ -154,8 +162,16 @@ def device_guard(schema: Schema) -> DeviceGuard:
     if len(names) == 1 and always_given(schema, names[0]):
         t = names[0]
         test = f"{t}.is_cuda and {t}.get_device() != _cuda_device()"
-        return DeviceGuard("inline", test, f"{t}.get_device()")
-    return DeviceGuard("found", "_device is not None", "_device", ", ".join(names))
+        return DeviceGuard(
+            "inline", test, f"{t}.get_device()", notes.ref("device guard", " (_runtime)")
+        )
+    return DeviceGuard(
+        "found",
+        "_device is not None",
+        "_device",
+        notes.ref("device guard", " (_runtime)"),
+        ", ".join(names),
+    )
 
 
 def _backend_views(schema: Schema, backends) -> tuple[BackendView, ...]:

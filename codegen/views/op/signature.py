@@ -77,8 +77,9 @@ def returns_annotation(schema: Schema) -> str:
 
 
 def doc_type(a: Argument) -> str:
-    """How the docstring names a non-tensor argument's type."""
-    return a.type
+    """How the docstring names a non-tensor argument's type: as the signature annotates it
+    (``float | None``, ``list[int]``), not in schema syntax (``float?``, ``int[]``)."""
+    return a.annotation
 
 
 # What the public function accepts for each schema type (Note [scalar types] in _runtime), symbolic
