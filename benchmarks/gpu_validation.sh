@@ -58,7 +58,9 @@ start=$(date +%s)
 for shard in "${shards[@]}"; do
   IFS='|' read -r name files expr <<<"$shard"
   [[ -n "${SHARDS:-}" && ! "$name" =~ ${SHARDS} ]] && continue
-  args=(-q -p no:cacheprovider -rfEs --tb=short --maxfail=25 --durations=5
+  # -n 0: the shards are the parallelism here; pytest-xdist's default of one worker per core in
+  # each of eight shards starts over a hundred CUDA contexts and runs the GPU out of memory.
+  args=(-q -p no:cacheprovider -n 0 -rfEs --tb=short --maxfail=25 --durations=5
     -o "faulthandler_timeout=$hang")
   [[ -n "$expr" ]] && args+=(-k "$expr")
   # shellcheck disable=SC2046,SC2086

@@ -492,3 +492,9 @@ def test_check_layout_results_catches_a_kernel_reading_an_argument_as_compact(co
         else:
             with pytest.raises(AssertionError, match="layoutcheck::twice: output 0 with w relaid"):
                 t.check_layout_results(compact_reader, args, laid, 0.0, 0.0)
+
+
+def test_cuda_graph_check_skips_without_the_caching_allocator(monkeypatch):
+    monkeypatch.setenv("PYTORCH_NO_CUDA_MEMORY_CACHING", "1")
+    with pytest.raises(pytest.skip.Exception, match="caching allocator"):
+        _suite(lambda q, k: q + k).check_cuda_graph("s", "default", "fp32", False)
