@@ -58,15 +58,13 @@ def _work(expr: Expr | None) -> str | None:
     return expr.render({n: f"_n[{n!r}]" for n in expr.names})
 
 
-def shape_id(sample: Sample, dims: tuple[str, ...], flag: str | None) -> str:
+def shape_id(sample: Sample, dims: tuple[str, ...], variants: dict, flag: str | None) -> str:
     """The test sample's id, then each variant value or flag the shape sets."""
     parts = [sample_id(sample, dims)]
     for k, v in sample.entries:
-        if k in dims or isinstance(v, tuple):
-            continue
         if k == flag:
             parts.append(k if v else f"no_{k}")
-        else:
+        elif k in variants:
             parts.append(v if isinstance(v, str) else f"{k}{v}")
     return "-".join(p for p in parts if p)
 
@@ -77,7 +75,7 @@ def bench_view(spec: Spec, r: ResolvedOp) -> BenchView:
     variants = builder.variants()
     shapes, configs = {}, {}
     for s in b.shapes:
-        sid = base = shape_id(s, r.sample_dims, r.flag)
+        sid = base = shape_id(s, r.sample_dims, variants, r.flag)
         n = 1
         while sid in shapes:
             n += 1

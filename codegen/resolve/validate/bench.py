@@ -11,6 +11,7 @@ benchmark skips it there with a printed reason.
 from __future__ import annotations
 
 from ...spec.errors import did_you_mean, one_of
+from ...spec.model import Integration
 from ..resolved import ResolvedOp
 from ..sources import find_function
 from .report import Report
@@ -49,8 +50,9 @@ def bench(r: ResolvedOp, report: Report, check_imports: bool = True) -> None:
                 f"{did_you_mean(name, list(r.optional_inputs))}"
                 + (f"; expected one of: {one_of(r.optional_inputs)}" if r.optional_inputs else ""),
             )
-    if b.backward and not r.gradients:
-        report.error(b.backward_loc, "benchmark backward: the operator has no gradients to time")
+    eager = r.op.integration is Integration.EAGER and not any(d.mutated for d in r.op.inputs)
+    if b.backward and r.op.backward is None and not eager:
+        report.error(b.backward_loc, "benchmark backward: the operator has no backward to time")
     if check_imports:
         for base in b.baselines:
             if base.adapter is None:
