@@ -11,8 +11,9 @@ one that autotunes tunes here and alone):
 - GPU time: ``calls`` calls captured in one CUDA graph, its replay timed with CUDA events, median
   of ``replays`` (:func:`graph_us`); an operator with data-dependent sizes reads them on the host,
   which no graph can hold, so it is timed with a synchronize after each call (:func:`synced_us`);
-- the work rate from the declared ``bytes`` (TB/s and % of a device-to-device copy of as many
-  bytes) and ``flops`` (TFLOP/s and % of a dense matmul measured here in the same dtype);
+- the declared work of one call, ``bytes`` and ``flops``, and its rate: TB/s and % of a
+  device-to-device copy of as many bytes, TFLOP/s and % of a dense matmul measured here in the
+  same dtype;
 - a baseline's largest absolute difference from the operator's outputs, and its time divided by
   the operator's (GPU time where there is CUDA, else host cost).
 
@@ -222,6 +223,8 @@ COLUMNS = (
     "impl",
     "host us",
     "GPU us",
+    "bytes",
+    "FLOPs",
     "TB/s",
     "% copy",
     "TFLOP/s",
@@ -436,7 +439,11 @@ class Runner:
                 host = self.cell(lambda fwd=fwd: self.host(fwd, False))
                 gpu = self.cell(lambda fwd=fwd: self.gpu(fwd, False))
             work = self.cell(lambda got=got: bench.work(work_names(bench, shape, inputs, got)))
-            rates = self.rates(work, gpu, torch_dtype) if isinstance(work, dict) else [work] * 4
+            if isinstance(work, dict):
+                amounts = [str(work[k]) if work[k] is not None else "-" for k in ("bytes", "flops")]
+                rates = self.rates(work, gpu, torch_dtype)
+            else:
+                amounts, rates = [work] * 2, [work] * 4
             fb_host = fb_gpu = Cell("-")
             if bench.backward:
                 fb = self.cell(lambda impl=impl: self.fwd_bwd(impl, inputs, shape))
@@ -458,6 +465,7 @@ class Runner:
                     name,
                     _fmt(host),
                     _fmt(gpu),
+                    *amounts,
                     *rates,
                     "-" if name == OURS else _ratio(gpu if self.cuda else host, ours.get(key)),
                     diff if isinstance(diff, str) else f"{diff:.3g}",
@@ -492,7 +500,7 @@ def _fmt(value) -> str:
 
 def _ratio(theirs, ours) -> str:
     if isinstance(theirs, float) and isinstance(ours, float) and ours > 0:
-        return f"{theirs / ours:.2f}"
+        return f"{theirs / ours:.3g}"
     return "-"
 
 

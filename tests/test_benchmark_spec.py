@@ -1,0 +1,219 @@
+"""The ``benchmark`` key (docs/spec.md, "benchmark"): a bad declaration is refused at its place
+with every other problem, and a tiny project's generated benchmark runs on CPU under Triton's
+interpreter, printing its table, its declared work and the reason a missing baseline is skipped."""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+
+import pytest
+
+from codegen.cli import main
+from tests.specs import BASE, generate_project, run_generated
+
+BENCH = """\
+    benchmark:
+      shapes:
+        - {batch: [3, 5], D: 16}
+        - {batch: [2], D: 8}
+      bytes: "x + y + 4 * batch"
+      flops: "3 * batch * D"
+      baselines:
+        - {name: missing, function: "nolib.mod:fn"}
+        - {name: plain, function: "benchbase:plain_l2norm", adapter: "benchbase:by_position"}
+"""
+
+BASELINE = '''\
+"""A baseline of the benchmark test: the operator in plain PyTorch, and an adapter."""
+
+import torch
+
+
+def plain_l2norm(x, eps):
+    xf = x.float()
+    return (xf * torch.rsqrt((xf * xf).sum(-1, keepdim=True) + eps)).to(x.dtype)
+
+
+def by_position(fn, x, eps):
+    return fn(x, eps)
+'''
+
+
+def _errors(tmp_path, capsys, spec: str) -> list[str]:
+    (tmp_path / "ops.yaml").write_text(spec)
+    out = tmp_path / "out"
+    assert main(["regenerate", "--spec", str(tmp_path / "ops.yaml"), "--out", str(out)]) == 2
+    assert not out.exists(), "a refused spec wrote files"
+    err = capsys.readouterr().err.replace(f"{tmp_path}/", "")
+    return [line for line in err.splitlines() if ": error: " in line]
+
+
+def _twice(block_a: str, block_b: str) -> str:
+    """BASE's operator twice: 'l2norm' with ``block_a``, 'l2norm_b' with ``block_b``."""
+    second = BASE[BASE.index("  l2norm:") :].replace("  l2norm:", "  l2norm_b:", 1)
+    return BASE + block_a + second + block_b
+
+
+def test_bad_benchmarks_are_refused_at_their_place_all_at_once(tmp_path, capsys):
+    built = """\
+    benchmark:
+      shapes:
+        - {batch: [2], D: 8}
+      backward: 3
+      flops: [1]
+      baselines:
+        - {name: ours, function: "nolib"}
+      repeat: 2
+"""
+    checked = """\
+    benchmark:
+      shapes:
+        - {batch: [2], Q: 8}
+      dtypes: [float16]
+      bytes: "x + yy"
+      flops: "x * D"
+      given: [x]
+      baselines:
+        - {name: a, function: "m:f", adapter: "attnops_kernels.l2norm.reference:nothere"}
+"""
+    errors = _errors(tmp_path, capsys, _twice(built, checked))
+    assert errors == [
+        "ops.yaml:28:17: error: [l2norm] benchmark backward must be true or false, got int 3",
+        "ops.yaml:29:14: error: [l2norm] benchmark flops must be an integer expression over "
+        "dims and tensor names, got a list",
+        "ops.yaml:31:18: error: [l2norm] baseline name 'ours' names the operator's own rows",
+        "ops.yaml:31:34: error: [l2norm] baseline function 'nolib' must be "
+        "'package.module:function'",
+        "ops.yaml:32:7: error: [l2norm] unknown key 'repeat' in 'benchmark'; expected one of: "
+        "shapes, dtypes, bytes, flops, given, backward, baselines",
+        "ops.yaml:56:11: error: [l2norm_b] shape does not give a size for dim 'D'",
+        "ops.yaml:56:11: error: [l2norm_b] shape gives 'Q', which is neither a dim, a scalar "
+        "argument nor an input",
+        "ops.yaml:57:15: error: [l2norm_b] benchmark dtype 'float16' is not allowed for input "
+        "'x' (float32)",
+        "ops.yaml:58:14: error: [l2norm_b] benchmark bytes reads 'yy', which is neither a dim "
+        "of the shapes nor a tensor (did you mean 'y'?); expected one of: D, batch, x, y",
+        "ops.yaml:59:14: error: [l2norm_b] benchmark flops reads 'x', which is not a dim (a "
+        "tensor's name counts its bytes, in 'bytes' only); expected one of: D, batch",
+        "ops.yaml:60:14: error: [l2norm_b] benchmark given names 'x', which is not an optional "
+        "input",
+        "ops.yaml:62:47: error: [l2norm_b] baseline adapter: module "
+        "'attnops_kernels.l2norm.reference' defines no 'nothere'",
+    ]
+
+
+@pytest.mark.parametrize(
+    "block, message",
+    [
+        (
+            '      bytes: "__import__(1)"\n',
+            "benchmark bytes: unsupported syntax '__import__(1)'; use dim names, integers, "
+            "+ - * // and parentheses",
+        ),
+        (
+            '      flops: "' + "(" * 17 + "D" + ")" * 17 + '"\n',
+            "benchmark flops: the expression nests parentheses 17 deep; the limit is 16",
+        ),
+        ("      given: [x, x]\n", "benchmark given lists 'x' twice"),
+        ("      backward: true\n", None),
+        (
+            "      baselines:\n        - {name: a, function: 'm:f'}\n"
+            "        - {name: a, function: 'm:g'}\n",
+            "baseline name 'a' is used twice",
+        ),
+    ],
+    ids=["call", "depth", "given-twice", "backward", "duplicate-baseline"],
+)
+def test_each_malformed_value_is_refused(tmp_path, capsys, block, message):
+    spec = BASE + "    benchmark:\n      shapes:\n        - {batch: [2], D: 8}\n" + block
+    if message is None:  # the operator has a backward: accepted
+        (tmp_path / "ops.yaml").write_text(spec)
+        argv = ["regenerate", "--spec", str(tmp_path / "ops.yaml"), "--out", str(tmp_path / "o")]
+        assert main(argv) == 0
+        assert (tmp_path / "o" / "benchmarks" / "bench_l2norm.py").is_file()
+        return
+    errors = _errors(tmp_path, capsys, spec)
+    assert len(errors) == 1 and errors[0].endswith(f"error: [l2norm] {message}"), errors
+
+
+def test_backward_without_one_is_refused(tmp_path, capsys):
+    spec = re.sub(r"    backward:\n(      .*\n)+?(?=    inputs:)", "", BASE)
+    spec = spec.replace(
+        "rstd: {shape: [...], dtype: float32, public: false}",
+        "rstd: {shape: [...], dtype: float32}",
+    )
+    spec = spec.replace("(Tensor y, Tensor rstd)", "(Tensor y, Tensor rstd)")
+    spec += "    benchmark:\n      shapes:\n        - {batch: [2], D: 8}\n      backward: true\n"
+    errors = _errors(tmp_path, capsys, spec)
+    assert errors == [
+        "ops.yaml:24:17: error: [l2norm] benchmark backward: the operator has no backward to time"
+    ]
+
+
+@pytest.fixture(scope="module")
+def project(tmp_path_factory):
+    root = tmp_path_factory.mktemp("benchproject")
+    assert generate_project(root, "benchbase", BASELINE, BASE + BENCH, "-q") == 0
+    return root
+
+
+def _table(stdout: str) -> tuple[list[str], list[list[str]]]:
+    lines = [line for line in stdout.splitlines() if line.startswith("|")]
+    cells = [[c.strip() for c in line.strip("|").split("|")] for line in lines]
+    return cells[0], cells[2:]
+
+
+def test_the_generated_benchmark_runs_on_cpu(project, tmp_path):
+    bench = project / "out" / "benchmarks" / "bench_l2norm.py"
+    plot = tmp_path / "plot.png"
+    result = run_generated(project, str(bench), "--smallest", "--calls", "3", "--plot", str(plot))
+    out = result.stdout
+    assert result.returncode == 0, out[-3000:] + result.stderr[-3000:]
+    assert out.startswith("# l2norm: CPU (no CUDA); torch ")
+    assert (
+        "baseline missing: skipped: module 'nolib.mod' is not installed "
+        "(No module named 'nolib')" in out
+    )
+    header, rows = _table(out)
+    assert header == [
+        "shape",
+        "dtype",
+        "impl",
+        "host us",
+        "GPU us",
+        "bytes",
+        "FLOPs",
+        "TB/s",
+        "% copy",
+        "TFLOP/s",
+        "% peak",
+        "÷ ours",
+        "max abs diff",
+        "f+b host us",
+        "f+b GPU us",
+        "f+b ÷ ours",
+    ]
+    row = {r[2]: dict(zip(header, r, strict=True)) for r in rows}
+    assert list(row) == ["ours", "plain"], rows  # the smallest shape only; 'missing' skipped
+    for impl, r in row.items():
+        assert (r["shape"], r["dtype"]) == ("batch2-D8", "fp32"), r
+        # x and y: 2 * 8 float32 each, rstd 4 bytes a row; 3 FLOPs an element.
+        assert (r["bytes"], r["FLOPs"]) == ("136", "48"), r
+        assert float(r["host us"]) > 0 and float(r["f+b host us"]) > 0, r
+        for column in ("GPU us", "TB/s", "% copy", "TFLOP/s", "% peak", "f+b GPU us"):
+            assert r[column] == "no CUDA", (impl, column, r)
+    assert float(row["plain"]["max abs diff"]) < 1e-5, row["plain"]
+    assert float(row["plain"]["÷ ours"]) > 0 and float(row["plain"]["f+b ÷ ours"]) > 0
+    assert "GPU columns: no CUDA here; host cost only" in out
+    if importlib.util.find_spec("matplotlib") is None:
+        assert "plot skipped: matplotlib is not installed" in out
+    else:
+        assert f"plot: {plot}" in out and plot.stat().st_size > 0
+
+
+def test_an_unknown_shape_is_refused(project):
+    bench = project / "out" / "benchmarks" / "bench_l2norm.py"
+    result = run_generated(project, str(bench), "--shapes", "batch9-D8")
+    assert result.returncode == 2
+    assert "unknown shape 'batch9-D8'; expected one of: batch3x5-D16, batch2-D8" in result.stderr
