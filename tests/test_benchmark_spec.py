@@ -49,6 +49,14 @@ def _errors(tmp_path, capsys, spec: str) -> list[str]:
     return [line for line in err.splitlines() if ": error: " in line]
 
 
+def _generated_benchmark(out, op: str):
+    """The benchmark of ``op`` in the output folder ``out``, which the writer's manifest lists."""
+    listed = (out / ".codegen-manifest").read_text().splitlines()[1:]
+    rel = f"benchmarks/bench_{op}.py"
+    assert rel in listed, listed
+    return out / rel
+
+
 def _twice(block_a: str, block_b: str) -> str:
     """BASE's operator twice: 'l2norm' with ``block_a``, 'l2norm_b' with ``block_b``."""
     second = BASE[BASE.index("  l2norm:") :].replace("  l2norm:", "  l2norm_b:", 1)
@@ -131,7 +139,7 @@ def test_each_malformed_value_is_refused(tmp_path, capsys, block, message):
         (tmp_path / "ops.yaml").write_text(spec)
         argv = ["regenerate", "--spec", str(tmp_path / "ops.yaml"), "--out", str(tmp_path / "o")]
         assert main(argv) == 0
-        assert (tmp_path / "o" / "benchmarks" / "bench_l2norm.py").is_file()
+        assert _generated_benchmark(tmp_path / "o", "l2norm").is_file()
         return
     errors = _errors(tmp_path, capsys, spec)
     assert len(errors) == 1 and errors[0].endswith(f"error: [l2norm] {message}"), errors
@@ -165,7 +173,7 @@ def _table(stdout: str) -> tuple[list[str], list[list[str]]]:
 
 
 def test_the_generated_benchmark_runs_on_cpu(project, tmp_path):
-    bench = project / "out" / "benchmarks" / "bench_l2norm.py"
+    bench = _generated_benchmark(project / "out", "l2norm")
     plot = tmp_path / "plot.png"
     result = run_generated(project, str(bench), "--smallest", "--calls", "3", "--plot", str(plot))
     out = result.stdout
@@ -213,7 +221,27 @@ def test_the_generated_benchmark_runs_on_cpu(project, tmp_path):
 
 
 def test_an_unknown_shape_is_refused(project):
-    bench = project / "out" / "benchmarks" / "bench_l2norm.py"
+    bench = _generated_benchmark(project / "out", "l2norm")
     result = run_generated(project, str(bench), "--shapes", "batch9-D8")
     assert result.returncode == 2
     assert "unknown shape 'batch9-D8'; expected one of: batch3x5-D16, batch2-D8" in result.stderr
+
+
+def test_the_work_rates_of_a_gpu_time():
+    """What a CUDA run prints from a GPU time, with the copy and matmul ceilings stubbed."""
+    import argparse
+
+    import torch
+
+    from codegen.runtime import bench
+
+    runner = bench.Runner.__new__(bench.Runner)
+    runner.args = argparse.Namespace(peak_tflops=None, verbose=False)
+    runner.copy_us = lambda nbytes: nbytes / 4e6  # a copy at 4 TB/s
+    runner.peak_tflops = lambda dtype: 800.0
+    work = {"bytes": 8_000_000, "flops": 1_000_000_000}
+    # 8 MB in 4 us: 2 TB/s, half the copy's rate; 1 GFLOP in 4 us: 250 TFLOP/s of 800.
+    assert runner.rates(work, 4.0, torch.bfloat16) == ["2.00", "50%", "250.0", "31%"]
+    assert runner.rates({"bytes": None, "flops": None}, 4.0, torch.bfloat16) == ["-"] * 4
+    assert runner.rates(work, bench.Cell(bench.NO_CUDA), torch.bfloat16) == ["no CUDA"] * 4
+    assert bench._ratio(6.0, 4.0) == "1.5" and bench._ratio(bench.Cell("x"), 4.0) == "-"

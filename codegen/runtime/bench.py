@@ -168,7 +168,7 @@ def copy_graph_us(nbytes: int, device: torch.device, **kw) -> float:
     """GPU time of a device-to-device copy moving ``nbytes`` (read + written), by graph replay."""
     n = max(nbytes // 2, 1)
     src = torch.empty(n, dtype=torch.uint8, device=device)
-    dst = torch.empty_like(src)
+    dst = torch.empty(n, dtype=torch.uint8, device=device)
     return graph_us(lambda: dst.copy_(src), **kw)
 
 
