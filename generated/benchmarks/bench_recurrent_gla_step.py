@@ -13,7 +13,8 @@ import torch
 # Imported by name so that the import block is the same in any project's lint configuration.
 _b = importlib.import_module("attnops._bench")
 _t = importlib.import_module("attnops._testing")
-recurrent_gla_step = importlib.import_module("attnops").recurrent_gla_step
+# Bound to a name no spec can give an operator (one named like a function below).
+_fn = importlib.import_module("attnops").recurrent_gla_step
 
 SEED = 0
 SHAPES = {
@@ -75,7 +76,7 @@ def work(_n: dict) -> dict:
 
 BENCH = _b.Bench(
     op="recurrent_gla_step",
-    fn=recurrent_gla_step,
+    fn=_fn,
     make_inputs=make_inputs,
     shapes=SHAPES,
     dtypes=DTYPES,
