@@ -245,3 +245,66 @@ def test_the_work_rates_of_a_gpu_time():
     assert runner.rates({"bytes": None, "flops": None}, 4.0, torch.bfloat16) == ["-"] * 4
     assert runner.rates(work, bench.Cell(bench.NO_CUDA), torch.bfloat16) == ["no CUDA"] * 4
     assert bench._ratio(6.0, 4.0) == "1.5" and bench._ratio(bench.Cell("x"), 4.0) == "-"
+
+
+CHUNK_BENCH = """\
+    benchmark:
+      shapes:
+        - {B: 2, T: 9, H: 1, K: 16, V: 16}
+        - {B: 1, T: 9, H: 1, K: 16, V: 16, output_final_state: true, cu_seqlens: [0, 4, 9]}
+        - {B: 2, T: 9, H: 1, K: 16, V: 16}
+      given: [initial_state]
+      flops: "B * T * H * K * V"
+"""
+
+
+def test_shapes_set_the_flag_variants_and_given_inputs():
+    from codegen.pipeline import generate
+    from tests.specs import CHUNK, GATE
+
+    files = generate(CHUNK + CHUNK_BENCH, "ops.yaml", "ops.yaml", check_imports=False)
+    text = files["benchmarks/bench_chunk.py"]
+    assert (
+        'CONFIGS = {\n    "B2-T9-H1-K16-V16": {"initial_state": True, "output_final_state": False},\n'
+        '    "B1-T9-H1-K16-V16-cu_seqlens-output_final_state": {\n'
+        '        "initial_state": True,\n        "output_final_state": True,\n    },\n'
+        '    "B2-T9-H1-K16-V16-2": {"initial_state": True, "output_final_state": False},\n}'
+    ) in text
+    assert (
+        'return {"bytes": None, "flops": _n["B"] * _n["T"] * _n["H"] * _n["K"] * _n["V"]}' in text
+    )
+    gate = GATE.replace(
+        "        float32: [1.0e-5, 1.0e-5]\n  step:",
+        "        float32: [1.0e-5, 1.0e-5]\n    benchmark:\n      shapes:\n"
+        "        - {batch: [2], H: 2, K: 4, kind: lower_bound}\n"
+        "        - {batch: [2], H: 2, K: 4}\n  step:",
+    )
+    text = generate(gate, "ops.yaml", "ops.yaml", check_imports=False)["benchmarks/bench_gate.py"]
+    assert '"batch2-H2-K4-lower_bound": {"kind": "lower_bound", "A_log": False},' in text
+    assert '"batch2-H2-K4": {"kind": "softplus", "A_log": False},' in text
+
+
+def test_shape_values_the_operator_refuses(tmp_path, capsys):
+    from tests.specs import CHUNK, GATE
+
+    chunk = CHUNK + (
+        "    benchmark:\n      shapes:\n"
+        "        - {B: 2, T: 9, H: 1, K: 16, V: 16, output_final_state: 1}\n"
+        "        - {B: 1, T: 9, H: 1, K: 16, V: 16, initial_state: [0, 9]}\n"
+    )
+    errors = _errors(tmp_path, capsys, chunk)
+    assert errors == [
+        "ops.yaml:40:11: error: [chunk] shape gives the flag output_final_state 1; it takes "
+        "true or false",
+        "ops.yaml:41:11: error: [chunk] shape spells out input 'initial_state', which no test "
+        "sample spells out; the benchmark draws it like the tests do",
+    ]
+    gate = GATE.replace(
+        "        float32: [1.0e-5, 1.0e-5]\n  step:",
+        "        float32: [1.0e-5, 1.0e-5]\n    benchmark:\n      shapes:\n"
+        "        - {batch: [2], H: 2, K: 4, kind: relu}\n  step:",
+    )
+    assert _errors(tmp_path, capsys, gate) == [
+        "ops.yaml:26:11: error: [gate] shape gives kind 'relu', which is not one of its variants "
+        "('softplus', 'lower_bound')",
+    ]
