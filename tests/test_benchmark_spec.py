@@ -308,3 +308,27 @@ def test_shape_values_the_operator_refuses(tmp_path, capsys):
         "ops.yaml:26:11: error: [gate] shape gives kind 'relu', which is not one of its variants "
         "('softplus', 'lower_bound')",
     ]
+
+
+def test_why_a_baseline_is_skipped(tmp_path, monkeypatch):
+    from codegen.runtime import bench
+
+    (tmp_path / "needs_missing.py").write_text("import nolib_dependency\n\ndef f(x): return x\n")
+    (tmp_path / "present.py").write_text(
+        "def f(x):\n    return x\n\n\ndef adapt(fn, x):\n    return fn(x) + 1\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    cases = {
+        bench.Baseline("a", "nolib.ops:f"): "module 'nolib.ops' is not installed "
+        "(No module named 'nolib')",
+        bench.Baseline("b", "needs_missing:f"): "module 'needs_missing' needs "
+        "'nolib_dependency', which is not installed (No module named 'nolib_dependency')",
+        bench.Baseline("c", "present:g"): "'present:g' failed to load: AttributeError: "
+        "module 'present' has no attribute 'g'",
+        bench.Baseline("d", "present:f", "present:nothere"): "adapter 'present:nothere' failed "
+        "to load: AttributeError: module 'present' has no attribute 'nothere'",
+    }
+    for baseline, why in cases.items():
+        assert bench.load_baseline(baseline) == (None, why)
+    fn, why = bench.load_baseline(bench.Baseline("e", "present:f", "present:adapt"))
+    assert why == "" and fn(x=3) == 4

@@ -282,12 +282,18 @@ def load_baseline(b: Baseline) -> tuple[Callable | None, str]:
     try:
         function = _load(b.function)
     except ModuleNotFoundError as exc:
-        return None, f"module '{module}' is not installed ({exc})"
+        missing = exc.name or ""
+        if module == missing or module.startswith(missing + "."):
+            return None, f"module '{module}' is not installed ({exc})"
+        return None, f"module '{module}' needs '{missing}', which is not installed ({exc})"
     except Exception as exc:  # noqa: BLE001 - a broken library skips its rows, never the run
         return None, f"'{b.function}' failed to load: {type(exc).__name__}: {exc}"
     if b.adapter is None:
         return function, ""
-    adapter = _load(b.adapter)
+    try:
+        adapter = _load(b.adapter)
+    except Exception as exc:  # noqa: BLE001 - as above, and the reason names the adapter
+        return None, f"adapter '{b.adapter}' failed to load: {type(exc).__name__}: {exc}"
     return (lambda **kw: adapter(function, **kw)), ""
 
 
