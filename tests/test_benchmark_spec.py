@@ -291,6 +291,7 @@ def test_shape_values_the_operator_refuses(tmp_path, capsys):
         "    benchmark:\n      shapes:\n"
         "        - {B: 2, T: 9, H: 1, K: 16, V: 16, output_final_state: 1}\n"
         "        - {B: 1, T: 9, H: 1, K: 16, V: 16, initial_state: [0, 9]}\n"
+        "      given: [cu_seqlens]\n"
     )
     errors = _errors(tmp_path, capsys, chunk)
     assert errors == [
@@ -298,6 +299,8 @@ def test_shape_values_the_operator_refuses(tmp_path, capsys):
         "true or false",
         "ops.yaml:41:11: error: [chunk] shape spells out input 'initial_state', which no test "
         "sample spells out; the benchmark draws it like the tests do",
+        "ops.yaml:42:14: error: [chunk] benchmark given names 'cu_seqlens', whose values the "
+        "test samples spell out; spell them out in a shape instead",
     ]
     gate = GATE.replace(
         "        float32: [1.0e-5, 1.0e-5]\n  step:",

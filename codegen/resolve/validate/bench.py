@@ -43,7 +43,13 @@ def bench(r: ResolvedOp, report: Report, check_imports: bool = True) -> None:
                 f"{did_you_mean(n, known)}; expected one of: {one_of(known)}",
             )
     for name in b.given:
-        if name not in r.optional_inputs:
+        if name in r.literal_inputs:
+            report.error(
+                b.given_loc,
+                f"benchmark given names '{name}', whose values the test samples spell out; "
+                "spell them out in a shape instead",
+            )
+        elif name not in r.optional_inputs:
             report.error(
                 b.given_loc,
                 f"benchmark given names '{name}', which is not an optional input"
