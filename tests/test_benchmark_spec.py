@@ -262,8 +262,12 @@ def test_shapes_set_the_flag_variants_and_given_inputs():
     from codegen.pipeline import generate
     from tests.specs import CHUNK, GATE
 
-    files = generate(CHUNK + CHUNK_BENCH, "ops.yaml", "ops.yaml", check_imports=False)
-    text = files["benchmarks/bench_chunk.py"]
+    def rendered(spec: str, op: str) -> str:
+        return generate(spec, "ops.yaml", "ops.yaml", check_imports=False)[
+            f"benchmarks/bench_{op}.py"
+        ]
+
+    text = rendered(CHUNK + CHUNK_BENCH, "chunk")
     assert (
         'CONFIGS = {\n    "B2-T9-H1-K16-V16": {"initial_state": True, "output_final_state": False},\n'
         '    "B1-T9-H1-K16-V16-cu_seqlens-output_final_state": {\n'
@@ -279,7 +283,7 @@ def test_shapes_set_the_flag_variants_and_given_inputs():
         "        - {batch: [2], H: 2, K: 4, kind: lower_bound}\n"
         "        - {batch: [2], H: 2, K: 4}\n  step:",
     )
-    text = generate(gate, "ops.yaml", "ops.yaml", check_imports=False)["benchmarks/bench_gate.py"]
+    text = rendered(gate, "gate")
     assert '"batch2-H2-K4-lower_bound": {"kind": "lower_bound", "A_log": False},' in text
     assert '"batch2-H2-K4": {"kind": "softplus", "A_log": False},' in text
 
