@@ -18,6 +18,7 @@ BENCH = """\
         - {batch: [3, 5], D: 16}
         - {batch: [2], D: 8}
       bytes: "x + y + 4 * batch"
+      backward_bytes: "2 * x + y + 4 * batch"
       flops: "3 * batch * D"
       baselines:
         - {name: missing, function: "nolib.mod:fn"}
@@ -94,7 +95,7 @@ def test_bad_benchmarks_are_refused_at_their_place_all_at_once(tmp_path, capsys)
         "ops.yaml:31:34: error: [l2norm] baseline function 'nolib' must be "
         "'package.module:function'",
         "ops.yaml:32:7: error: [l2norm] unknown key 'repeat' in 'benchmark'; expected one of: "
-        "shapes, dtypes, bytes, flops, given, backward, baselines",
+        "shapes, dtypes, bytes, flops, backward_bytes, backward_flops, given, backward, baselines",
         "ops.yaml:56:11: error: [l2norm_b] shape does not give a size for dim 'D'",
         "ops.yaml:56:11: error: [l2norm_b] shape gives 'Q', which is neither a dim, a scalar "
         "argument nor an input",
@@ -103,7 +104,8 @@ def test_bad_benchmarks_are_refused_at_their_place_all_at_once(tmp_path, capsys)
         "ops.yaml:58:14: error: [l2norm_b] benchmark bytes reads 'yy', which is neither a dim "
         "of the shapes nor a tensor (did you mean 'y'?); expected one of: D, batch, x, y",
         "ops.yaml:59:14: error: [l2norm_b] benchmark flops reads 'x', which is not a dim (a "
-        "tensor's name counts its bytes, in 'bytes' only); expected one of: D, batch",
+        "tensor's name counts its bytes: use it in bytes or backward_bytes); expected one of: D, "
+        "batch",
         "ops.yaml:60:14: error: [l2norm_b] benchmark given names 'x', which is not an optional "
         "input",
         "ops.yaml:62:47: error: [l2norm_b] baseline adapter: module "
@@ -126,12 +128,29 @@ def test_bad_benchmarks_are_refused_at_their_place_all_at_once(tmp_path, capsys)
         ("      given: [x, x]\n", "benchmark given lists 'x' twice"),
         ("      backward: true\n", None),
         (
+            '      backward_flops: "D"\n',
+            "benchmark backward_flops without flops: a forward + backward's flops are the "
+            "forward's plus these",
+        ),
+        (
+            '      backward: false\n      bytes: "x"\n      backward_bytes: "x"\n',
+            "benchmark backward_bytes: no backward is timed (backward: false)",
+        ),
+        (
             "      baselines:\n        - {name: a, function: 'm:f'}\n"
             "        - {name: a, function: 'm:g'}\n",
             "baseline name 'a' is used twice",
         ),
     ],
-    ids=["call", "depth", "given-twice", "backward", "duplicate-baseline"],
+    ids=[
+        "call",
+        "depth",
+        "given-twice",
+        "backward",
+        "backward-work-alone",
+        "backward-work-untimed",
+        "duplicate-baseline",
+    ],
 )
 def test_each_malformed_value_is_refused(tmp_path, capsys, block, message):
     spec = BASE + "    benchmark:\n      shapes:\n        - {batch: [2], D: 8}\n" + block
@@ -153,9 +172,12 @@ def test_backward_without_one_is_refused(tmp_path, capsys):
     )
     spec = spec.replace("(Tensor y, Tensor rstd)", "(Tensor y, Tensor rstd)")
     spec += "    benchmark:\n      shapes:\n        - {batch: [2], D: 8}\n      backward: true\n"
+    spec += '      bytes: "x"\n      backward_bytes: "x"\n'
     errors = _errors(tmp_path, capsys, spec)
     assert errors == [
-        "ops.yaml:24:17: error: [l2norm] benchmark backward: the operator has no backward to time"
+        "ops.yaml:24:17: error: [l2norm] benchmark backward: the operator has no backward to time",
+        "ops.yaml:26:23: error: [l2norm] benchmark backward_bytes: no backward is timed (the "
+        "operator has no backward)",
     ]
 
 
@@ -188,6 +210,7 @@ def test_the_generated_benchmark_runs_on_cpu(project, tmp_path):
         "shape",
         "dtype",
         "impl",
+        "pass",
         "host us",
         "GPU us",
         "bytes",
@@ -198,21 +221,29 @@ def test_the_generated_benchmark_runs_on_cpu(project, tmp_path):
         "% peak",
         "÷ ours",
         "max abs diff",
-        "f+b host us",
-        "f+b GPU us",
-        "f+b ÷ ours",
     ]
-    row = {r[2]: dict(zip(header, r, strict=True)) for r in rows}
-    assert list(row) == ["ours", "plain"], rows  # the smallest shape only; 'missing' skipped
-    for impl, r in row.items():
+    row = {(r[2], r[3]): dict(zip(header, r, strict=True)) for r in rows}
+    # The smallest shape only, forward then forward + backward; 'missing' skipped.
+    assert list(row) == [
+        ("ours", "fwd"),
+        ("plain", "fwd"),
+        ("ours", "fwd+bwd"),
+        ("plain", "fwd+bwd"),
+    ]
+    for key, r in row.items():
         assert (r["shape"], r["dtype"]) == ("batch2-D8", "fp32"), r
-        # x and y: 2 * 8 float32 each, rstd 4 bytes a row; 3 FLOPs an element.
-        assert (r["bytes"], r["FLOPs"]) == ("136", "48"), r
-        assert float(r["host us"]) > 0 and float(r["f+b host us"]) > 0, r
-        for column in ("GPU us", "TB/s", "% copy", "TFLOP/s", "% peak", "f+b GPU us"):
-            assert r[column] == "no CUDA", (impl, column, r)
-    assert float(row["plain"]["max abs diff"]) < 1e-5, row["plain"]
-    assert float(row["plain"]["÷ ours"]) > 0 and float(row["plain"]["f+b ÷ ours"]) > 0
+        assert float(r["host us"]) > 0, r
+        for column in ("GPU us", "TB/s", "% copy", "TFLOP/s", "% peak"):
+            assert r[column] == "no CUDA", (key, column, r)
+    for impl in ("ours", "plain"):
+        # x and y: 2 * 8 float32 each, rstd 4 bytes a row; 3 FLOPs an element. The backward
+        # adds x, grad_y, grad_x and rstd, and declares no FLOPs.
+        assert (row[impl, "fwd"]["bytes"], row[impl, "fwd"]["FLOPs"]) == ("136", "48")
+        assert (row[impl, "fwd+bwd"]["bytes"], row[impl, "fwd+bwd"]["FLOPs"]) == ("336", "-")
+    for p in ("fwd", "fwd+bwd"):  # outputs, then gradients, against the operator's
+        assert float(row["plain", p]["max abs diff"]) < 1e-5, row["plain", p]
+        assert float(row["plain", p]["÷ ours"]) > 0, row["plain", p]
+        assert row["ours", p]["max abs diff"] == row["ours", p]["÷ ours"] == "-"
     assert "GPU columns: no CUDA here; host cost only" in out
     if importlib.util.find_spec("matplotlib") is None:
         assert "plot skipped: matplotlib is not installed" in out
@@ -275,8 +306,9 @@ def test_shapes_set_the_flag_variants_and_given_inputs():
         '    "B2-T9-H1-K16-V16-2": {"initial_state": True, "output_final_state": False},\n}'
     ) in text
     assert (
-        'return {"bytes": None, "flops": _n["B"] * _n["T"] * _n["H"] * _n["K"] * _n["V"]}' in text
-    )
+        '"flops": _n["B"] * _n["T"] * _n["H"] * _n["K"] * _n["V"],\n'
+        '        "backward_bytes": None,\n        "backward_flops": None,\n'
+    ) in text
     gate = GATE.replace(
         "        float32: [1.0e-5, 1.0e-5]\n  step:",
         "        float32: [1.0e-5, 1.0e-5]\n    benchmark:\n      shapes:\n"

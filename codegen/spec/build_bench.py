@@ -17,7 +17,8 @@ from .model import Baseline, Benchmark
 from .reader import Reader, kind
 from .shapes import Expr, ShapeError, parse_entry
 
-BENCH_KEYS = ("shapes", "dtypes", "bytes", "flops", "given", "backward", "baselines")
+WORK_KEYS = ("bytes", "flops", "backward_bytes", "backward_flops")
+BENCH_KEYS = ("shapes", "dtypes", *WORK_KEYS, "given", "backward", "baselines")
 BASELINE_KEYS = ("name", "function", "adapter")
 # A baseline's label heads table rows and plot bars: short, printable, no markup.
 BASELINE_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_.+-]{0,39}")
@@ -38,7 +39,7 @@ def benchmark(reader: Reader, node: Node) -> Benchmark | None:
         dtypes = dtype_list(reader, d, "benchmark dtypes")
         ok &= dtypes is not None
     work = {}
-    for key in ("bytes", "flops"):
+    for key in WORK_KEYS:
         work[key] = None
         if (n := m.get(key)) is not None:
             work[key] = _work(reader, n, key)
@@ -65,6 +66,8 @@ def benchmark(reader: Reader, node: Node) -> Benchmark | None:
         dtypes=dtypes,
         bytes=work["bytes"],
         flops=work["flops"],
+        backward_bytes=work["backward_bytes"],
+        backward_flops=work["backward_flops"],
         given=given,
         backward=backward,
         baselines=baselines,
@@ -72,9 +75,15 @@ def benchmark(reader: Reader, node: Node) -> Benchmark | None:
         dtypes_loc=d.loc if d is not None else None,
         bytes_loc=m.get("bytes").loc if m.get("bytes") is not None else None,
         flops_loc=m.get("flops").loc if m.get("flops") is not None else None,
+        backward_bytes_loc=_loc(m.get("backward_bytes")),
+        backward_flops_loc=_loc(m.get("backward_flops")),
         given_loc=g.loc if g is not None else None,
         backward_loc=b.loc if b is not None else None,
     )
+
+
+def _loc(node: Node | None):
+    return node.loc if node is not None else None
 
 
 def _work(reader: Reader, node: Node, key: str) -> Expr | None:

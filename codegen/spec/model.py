@@ -287,6 +287,8 @@ class Benchmark:
     dtypes: tuple[DType, ...]  # empty: the test dtypes
     bytes: Expr | None  # bytes moved by one forward call
     flops: Expr | None  # floating-point operations of one forward call
+    backward_bytes: Expr | None  # what the backward adds to a forward + backward call
+    backward_flops: Expr | None
     given: tuple[str, ...]  # optional inputs the calls pass (the others are None)
     backward: bool | None  # also time forward + backward; None: where the operator has one
     baselines: tuple[Baseline, ...]
@@ -294,6 +296,8 @@ class Benchmark:
     dtypes_loc: Location | None = None
     bytes_loc: Location | None = None
     flops_loc: Location | None = None
+    backward_bytes_loc: Location | None = None
+    backward_flops_loc: Location | None = None
     given_loc: Location | None = None
     backward_loc: Location | None = None
 

@@ -37,8 +37,9 @@ class BenchView:
     differentiable: tuple[str, ...]
     backward: bool
     graphable: bool
-    bytes: str | None  # Python expression over the work names, read from ``_n``
-    flops: str | None
+    # Python expressions over the work names, read from ``_n``: bytes, flops, backward_bytes,
+    # backward_flops (None: not declared).
+    work: dict
     baselines: tuple[BaselineRow, ...]
     inputs: InputsView
 
@@ -105,8 +106,12 @@ def bench_view(spec: Spec, r: ResolvedOp) -> BenchView:
         differentiable=builder.differentiable(),
         backward=has_gradients if b.backward is None else b.backward,
         graphable=not op.dynamic_dims,
-        bytes=_work(b.bytes),
-        flops=_work(b.flops),
+        work={
+            "bytes": _work(b.bytes),
+            "flops": _work(b.flops),
+            "backward_bytes": _work(b.backward_bytes),
+            "backward_flops": _work(b.backward_flops),
+        },
         baselines=tuple(BaselineRow(x.name, x.function, x.adapter) for x in b.baselines),
         inputs=builder.inputs(),
     )

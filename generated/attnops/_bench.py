@@ -218,10 +218,12 @@ def markdown(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
 
 OURS = "ours"
 NO_CUDA = "no CUDA"
+FWD, FWD_BWD = "fwd", "fwd+bwd"
 COLUMNS = (
     "shape",
     "dtype",
     "impl",
+    "pass",
     "host us",
     "GPU us",
     "bytes",
@@ -232,9 +234,6 @@ COLUMNS = (
     "% peak",
     "÷ ours",
     "max abs diff",
-    "f+b host us",
-    "f+b GPU us",
-    "f+b ÷ ours",
 )
 
 
@@ -389,7 +388,9 @@ class Runner:
             return Cell(NO_CUDA)
         if self.bench.graphable:
             return graph_us(fn, calls=self.args.graph_calls, replays=self.args.replays, grad=grad)
-        return synced_us(fn, calls=self.args.graph_calls, rounds=self.args.replays, sync=self.sync)
+        return synced_us(
+            fn, calls=self.args.graph_calls, rounds=self.args.replays, sync=self.sync, grad=grad
+        )
 
     def host(self, fn: Fn, grad: bool) -> float:
         return host_call_us(fn, calls=self.args.calls, sync=self.sync, grad=grad)
@@ -432,58 +433,73 @@ class Runner:
         return out
 
     def measure(self, shape: str, dtype: str, impls: dict) -> list[list[str]]:
+        """Rows of one shape and dtype: each implementation's forward, then (where the
+        benchmark times it) its forward + backward."""
         bench = self.bench
-        torch_dtype = bench.dtypes[dtype]
         inputs = bench.make_inputs(shape, dtype)
-        results, rows, ours = {}, [], {}
-        for name, impl in impls.items():
-            # Each implementation's first calls (compiles, autotuning) happen here, untimed;
-            # a mutated input is updated on copies, so every implementation sees the same values.
-            got = self.cell(lambda impl=impl: self.call(impl, _clone_all(inputs), shape)())
-            results[name] = got
-            fwd = self.call(impl, inputs, shape)
-            with torch.no_grad():
-                host = self.cell(lambda fwd=fwd: self.host(fwd, False))
-                gpu = self.cell(lambda fwd=fwd: self.gpu(fwd, False))
-            work = self.cell(lambda got=got: bench.work(work_names(bench, shape, inputs, got)))
-            if isinstance(work, dict):
-                amounts = [str(work[k]) if work[k] is not None else "-" for k in ("bytes", "flops")]
-                rates = self.rates(work, gpu, torch_dtype)
-            else:
-                amounts, rates = [work] * 2, [work] * 4
-            fb_host = fb_gpu = Cell("-")
-            if bench.backward:
-                fb = self.cell(lambda impl=impl: self.fwd_bwd(impl, inputs, shape))
-                if isinstance(fb, Cell):
-                    fb_host = fb_gpu = fb
+        passes = (FWD, FWD_BWD) if bench.backward else (FWD,)
+        rows, results, times = [], {}, {}
+        for p in passes:
+            for name, impl in impls.items():
+                # The first calls (compiles, autotuning) happen in ``results``, untimed.
+                fn, got = self.prepare(p, impl, inputs, shape)
+                results[p, name] = got
+                grad = p == FWD_BWD
+                if fn is None:  # the forward + backward could not be set up: got says why
+                    host = gpu = got
                 else:
-                    fb_host = self.cell(lambda fb=fb: self.host(fb, True))
-                    fb_gpu = self.cell(lambda fb=fb: self.gpu(fb, True))
-            if name == OURS:
-                ours = {"host": host, "gpu": gpu, "fb_host": fb_host, "fb_gpu": fb_gpu}
-                diff = "-"
-            else:
-                diff = self.cell(lambda got=got: _diff(results[OURS], got))
-            key, fb_key = ("gpu", "fb_gpu") if self.cuda else ("host", "fb_host")
-            rows.append(
-                [
-                    shape,
-                    dtype,
-                    name,
-                    _fmt(host),
-                    _fmt(gpu),
-                    *amounts,
-                    *rates,
-                    "-" if name == OURS else _ratio(gpu if self.cuda else host, ours.get(key)),
-                    diff if isinstance(diff, str) else f"{diff:.3g}",
-                    _fmt(fb_host),
-                    _fmt(fb_gpu),
-                    "-"
-                    if name == OURS or not bench.backward
-                    else _ratio(fb_gpu if self.cuda else fb_host, ours.get(fb_key)),
-                ]
-            )
+                    host = self.cell(lambda fn=fn, grad=grad: self.host(fn, grad))
+                    gpu = self.cell(lambda fn=fn, grad=grad: self.gpu(fn, grad))
+                times[p, name] = gpu if self.cuda else host
+                work = self.cell(
+                    lambda got=results[FWD, name], p=p: self.work(p, shape, inputs, got)
+                )
+                amounts = [_amount(work, k) for k in ("bytes", "flops")]
+                rates = (
+                    self.rates(work, gpu, bench.dtypes[dtype])
+                    if isinstance(work, dict)
+                    else [work] * 4
+                )
+                if name == OURS:
+                    ratio, diff = "-", "-"
+                else:
+                    ratio = _ratio(times[p, name], times[p, OURS])
+                    diff = self.cell(lambda got=got, p=p: _diff(results[p, OURS], got))
+                diff = diff if isinstance(diff, str) else f"{diff:.3g}"
+                row = [shape, dtype, name, p, _fmt(host), _fmt(gpu), *amounts, *rates]
+                rows.append(row + [ratio, diff])
         return rows
+
+    def prepare(self, p: str, impl: Callable, inputs: dict, shape: str):
+        """The timed call of pass ``p`` (None where it cannot be set up), and what its first
+        call returned (outputs; gradients for forward + backward) or the error that stopped it.
+        A mutated input is updated on copies, so every implementation sees the same values."""
+        if p == FWD:
+            got = self.cell(lambda: self.call(impl, _clone_all(inputs), shape)())
+            return self.call(impl, inputs, shape), got
+        fb = self.cell(lambda: self.fwd_bwd(impl, inputs, shape))
+        if isinstance(fb, Cell):
+            return None, fb
+        return fb, self.cell(fb)
+
+    def work(self, p: str, shape: str, inputs: dict, got) -> dict:
+        """The declared work of pass ``p``: a forward + backward adds the backward's, and has
+        none where the backward declares none."""
+        work = self.bench.work(work_names(self.bench, shape, inputs, got))
+        if p == FWD:
+            return {"bytes": work["bytes"], "flops": work["flops"]}
+        return {
+            k: None
+            if work[f"backward_{k}"] is None or work[k] is None
+            else work[k] + work[f"backward_{k}"]
+            for k in ("bytes", "flops")
+        }
+
+
+def _amount(work, key: str) -> str:
+    if not isinstance(work, dict):
+        return work
+    return "-" if work[key] is None else str(work[key])
 
 
 def _clone_all(inputs: dict) -> dict:
@@ -531,7 +547,7 @@ def environment(bench: Bench) -> str:
 
 
 def plot(bench: Bench, rows: list[list[str]], path: str, env: str, cuda: bool) -> str:
-    """Bars of each implementation's time per (shape, dtype): no lines between unrelated
+    """Bars of each implementation's time per (shape, dtype, pass): no lines between unrelated
     shapes, y from zero, hardware and versions in the title."""
     try:
         import matplotlib
@@ -541,7 +557,7 @@ def plot(bench: Bench, rows: list[list[str]], path: str, env: str, cuda: bool) -
     except ImportError:
         return "plot skipped: matplotlib is not installed"
     column = COLUMNS.index("GPU us" if cuda else "host us")
-    groups = list(dict.fromkeys((r[0], r[1]) for r in rows))
+    groups = list(dict.fromkeys((r[0], r[1], r[3]) for r in rows))
     impls = list(dict.fromkeys(r[2] for r in rows))
     fig, ax = plt.subplots(figsize=(max(6.0, 1.2 * len(groups) * len(impls)), 4.5))
     width = 0.8 / max(len(impls), 1)
@@ -549,7 +565,7 @@ def plot(bench: Bench, rows: list[list[str]], path: str, env: str, cuda: bool) -
         xs, ys = [], []
         for g, group in enumerate(groups):
             for r in rows:
-                if (r[0], r[1]) == group and r[2] == impl:
+                if (r[0], r[1], r[3]) == group and r[2] == impl:
                     try:
                         ys.append(float(r[column]))
                         xs.append(g + i * width)
@@ -558,7 +574,7 @@ def plot(bench: Bench, rows: list[list[str]], path: str, env: str, cuda: bool) -
         ax.bar(xs, ys, width=width, label=impl)
     ax.set_xticks(
         [g + width * (len(impls) - 1) / 2 for g in range(len(groups))],
-        [f"{s}\n{d}" for s, d in groups],
+        [f"{s}\n{d} {p}" for s, d, p in groups],
         fontsize=7,
     )
     ax.set_ylim(bottom=0)

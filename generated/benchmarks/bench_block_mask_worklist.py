@@ -49,9 +49,15 @@ def make_inputs(_shape: str, _dtype: str):
 
 
 def work(_n: dict) -> dict:
-    """Bytes moved and floating-point operations of one forward call, from the shape's dims,
-    ``batch`` (the product of the '...' sizes) and each tensor's bytes."""
-    return {"bytes": _n["mask"] + _n["coords"], "flops": None}
+    """Bytes moved and floating-point operations of one forward call and what the backward
+    adds, from the shape's dims, ``batch`` (the product of the '...' sizes) and each tensor's
+    bytes."""
+    return {
+        "bytes": _n["mask"] + _n["coords"],
+        "flops": None,
+        "backward_bytes": None,
+        "backward_flops": None,
+    }
 
 
 BENCH = _b.Bench(

@@ -76,11 +76,18 @@ def make_inputs(_shape: str, _dtype: str):
 
 
 def work(_n: dict) -> dict:
-    """Bytes moved and floating-point operations of one forward call, from the shape's dims,
-    ``batch`` (the product of the '...' sizes) and each tensor's bytes."""
+    """Bytes moved and floating-point operations of one forward call and what the backward
+    adds, from the shape's dims, ``batch`` (the product of the '...' sizes) and each tensor's
+    bytes."""
     return {
         "bytes": _n["q"] + _n["k"] + _n["v"] + _n["g"] + _n["output"],
         "flops": _n["B"] * _n["T"] * _n["H"] * (128 * (_n["K"] + _n["V"]) + 4 * _n["K"] * _n["V"]),
+        "backward_bytes": None,
+        "backward_flops": 2
+        * _n["B"]
+        * _n["T"]
+        * _n["H"]
+        * (128 * (_n["K"] + _n["V"]) + 4 * _n["K"] * _n["V"]),
     }
 
 

@@ -71,9 +71,15 @@ def make_inputs(_shape: str, _dtype: str):
 
 
 def work(_n: dict) -> dict:
-    """Bytes moved and floating-point operations of one forward call, from the shape's dims,
-    ``batch`` (the product of the '...' sizes) and each tensor's bytes."""
-    return {"bytes": _n["g"] + _n["A_log"] + _n["dt_bias"] + _n["out"], "flops": None}
+    """Bytes moved and floating-point operations of one forward call and what the backward
+    adds, from the shape's dims, ``batch`` (the product of the '...' sizes) and each tensor's
+    bytes."""
+    return {
+        "bytes": _n["g"] + _n["A_log"] + _n["dt_bias"] + _n["out"],
+        "flops": None,
+        "backward_bytes": 2 * _n["g"] + _n["out"],
+        "backward_flops": None,
+    }
 
 
 BENCH = _b.Bench(

@@ -55,9 +55,15 @@ def make_inputs(_shape: str, _dtype: str):
 
 
 def work(_n: dict) -> dict:
-    """Bytes moved and floating-point operations of one forward call, from the shape's dims,
-    ``batch`` (the product of the '...' sizes) and each tensor's bytes."""
-    return {"bytes": _n["x"] + _n["y"] + 4 * _n["batch"], "flops": None}
+    """Bytes moved and floating-point operations of one forward call and what the backward
+    adds, from the shape's dims, ``batch`` (the product of the '...' sizes) and each tensor's
+    bytes."""
+    return {
+        "bytes": _n["x"] + _n["y"] + 4 * _n["batch"],
+        "flops": None,
+        "backward_bytes": 2 * _n["x"] + _n["y"] + 4 * _n["batch"],
+        "backward_flops": None,
+    }
 
 
 BENCH = _b.Bench(

@@ -66,11 +66,14 @@ def make_inputs(_shape: str, _dtype: str):
 
 
 def work(_n: dict) -> dict:
-    """Bytes moved and floating-point operations of one forward call, from the shape's dims,
-    ``batch`` (the product of the '...' sizes) and each tensor's bytes."""
+    """Bytes moved and floating-point operations of one forward call and what the backward
+    adds, from the shape's dims, ``batch`` (the product of the '...' sizes) and each tensor's
+    bytes."""
     return {
         "bytes": 2 * _n["state"] + _n["q"] + _n["k"] + _n["v"] + _n["g"] + _n["output"],
         "flops": None,
+        "backward_bytes": None,
+        "backward_flops": None,
     }
 
 

@@ -30,13 +30,25 @@ def bench(r: ResolvedOp, report: Report, check_imports: bool = True) -> None:
     _shape_values(r, b, report, flag)
     _dtypes(r, b, report)
     dims, tensors = work_names(r)
-    for key, expr, loc in (("bytes", b.bytes, b.bytes_loc), ("flops", b.flops, b.flops_loc)):
-        known = [*dims, *tensors] if key == "bytes" else list(dims)
+    work = (
+        ("bytes", b.bytes, b.bytes_loc),
+        ("flops", b.flops, b.flops_loc),
+        ("backward_bytes", b.backward_bytes, b.backward_bytes_loc),
+        ("backward_flops", b.backward_flops, b.backward_flops_loc),
+    )
+    for key, expr, loc in work:
+        known = [*dims, *tensors] if key.endswith("bytes") else list(dims)
         for n in () if expr is None else expr.names:
             if n in known:
                 continue
-            what = "neither a dim of the shapes nor a tensor" if key == "bytes" else "not a dim"
-            note = " (a tensor's name counts its bytes, in 'bytes' only)" if n in tensors else ""
+            what = (
+                "neither a dim of the shapes nor a tensor" if key.endswith("bytes") else "not a dim"
+            )
+            note = (
+                " (a tensor's name counts its bytes: use it in bytes or backward_bytes)"
+                if n in tensors
+                else ""
+            )
             report.error(
                 loc,
                 f"benchmark {key} reads '{n}', which is {what}{note}"
@@ -57,8 +69,22 @@ def bench(r: ResolvedOp, report: Report, check_imports: bool = True) -> None:
                 + (f"; expected one of: {one_of(r.optional_inputs)}" if r.optional_inputs else ""),
             )
     eager = r.op.integration is Integration.EAGER and not any(d.mutated for d in r.op.inputs)
-    if b.backward and r.op.backward is None and not eager:
+    has_gradients = r.op.backward is not None or eager
+    if b.backward and not has_gradients:
         report.error(b.backward_loc, "benchmark backward: the operator has no backward to time")
+    timed = has_gradients and b.backward is not False
+    for (base, base_expr, _), (key, expr, loc) in zip(work[:2], work[2:], strict=True):
+        if expr is None:
+            continue
+        if not timed:
+            why = "backward: false" if has_gradients else "the operator has no backward"
+            report.error(loc, f"benchmark {key}: no backward is timed ({why})")
+        elif base_expr is None:
+            report.error(
+                loc,
+                f"benchmark {key} without {base}: a forward + backward's {base} are the "
+                f"forward's plus these",
+            )
     if check_imports:
         for base in b.baselines:
             if base.adapter is None:
