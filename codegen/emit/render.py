@@ -14,7 +14,7 @@ from ..spec.model import Spec
 from ..spec.names import AMBIGUOUS
 from ..spec.shapes import EvaluationError
 from ..views.bench_module import bench_view
-from ..views.op_module import op_view, package_view
+from ..views.op.module import op_view, package_view
 from ..views.reference_page import page_view
 from ..views.test_module import tests_view
 from .format import Formatter, GeneratorBug

@@ -19,12 +19,20 @@ _MAX_K = 256
 # G_i - G_j = -inf - (-inf) = NaN for two tokens after it, and a large finite g (-1e4, -1e10)
 # leaves G_i - G_j for those tokens as the difference of two numbers of that size, whose
 # rounding (an ulp of 1e10 is 1024) makes the decay between them anything from 0 to inf.
-# Floored, every G within a chunk stays above 64 * _G_FLOOR and near a reset within a few
-# hundred, so those differences carry an ulp of a few hundred (1.5e-5), as after g = -100.
-# A NaN g stays NaN. dg is assembled from the decays, as if nothing were floored: at a token
-# whose decay is 0 it is 0 up to rounding, as the reference's exp(g) * (...) is. The cost is
-# one compare and select per token and head where g is read (the cumulative pass and the
-# sequential kernels), none in the inner products.
+# Floored, every G within a chunk stays above 64 * _G_FLOOR = -7040. That is still far from
+# small: after a run of 40 floored tokens G is near -4400, where a float32 ulp is 4.9e-4, and a
+# float32 cumulative sum rounds every later g to it, so the decays between the later ordinary
+# tokens of the chunk came out up to 8e-4 wrong (so did a run of g = -100, which is no reset).
+# So G is summed in float64 and kept as two float32 numbers, G (the nearest float32) and C
+# (what G leaves out, at most half an ulp of G), and every difference is taken as
+# (G_i - G_j) + (C_i - C_j) (_span): where the decay is not 0 the two G are within 104 of each
+# other, so their difference is exact or small, and the result is right to about 1e-6 wherever
+# the chunk's G lies. A decay from the chunk's start, exp(G), needs no C: where it is not 0,
+# G is small. A NaN g stays NaN. dg is assembled from the decays, as if nothing were floored: at
+# a token whose decay is 0 it is 0 up to rounding, as the reference's exp(g) * (...) is. The
+# cost is one compare and select per token and head where g is read, a float64 cumulative sum
+# per chunk, a second float32 row per chunk where G is stored and read, and two more additions
+# per element of the in-chunk decay matrix; none in the inner products.
 _G_FLOOR = tl.constexpr(-110.0)
 
 
@@ -176,13 +184,46 @@ def _floored(b_g):
 
 
 @triton.jit
+def _cumulative(b_g):
+    # Cumulative sum of b_g along axis 0 as G + C: G the float32 nearest the float64 sum, C
+    # what G leaves out (Note [log-decay floor]).
+    b_S = tl.cumsum(b_g.to(tl.float64), axis=0)
+    b_G = b_S.to(tl.float32)
+    return b_G, (b_S - b_G.to(tl.float64)).to(tl.float32)
+
+
+@triton.jit
+def _span(b_Gi, b_Ci, b_Gj, b_Cj):
+    # G_i - G_j of two compensated cumulative log-decays (Note [log-decay floor]).
+    return (b_Gi - b_Gj) + (b_Ci - b_Cj)
+
+
+@triton.jit
 def _chunk_decay(p_g0, t, s_gt, m_t, o_t, BT: tl.constexpr):
-    # In-chunk cumulative log-decay G and its last entry G_L (padding has g = 0, so
+    # In-chunk cumulative log-decay G + C and its last entry G_L + C_L (padding has g = 0, so
     # exp(G_L - G_t) is exactly 1 at the last token).
     b_g = _floored(tl.load(p_g0 + t * s_gt, mask=m_t, other=0.0).to(tl.float32))
-    b_G = tl.cumsum(b_g, axis=0)
-    b_GL = tl.sum(tl.where(o_t == BT - 1, b_G, 0.0), axis=0)
-    return b_G, b_GL
+    b_G, b_C = _cumulative(b_g)
+    last = o_t == BT - 1
+    b_GL = tl.sum(tl.where(last, b_G, 0.0), axis=0)
+    b_CL = tl.sum(tl.where(last, b_C, 0.0), axis=0)
+    return b_G, b_C, b_GL, b_CL
+
+
+@triton.jit
+def _stored_decay(p_g0, t, m_t, bos, eos, i_c, T, BT: tl.constexpr):
+    # _chunk_decay's four values of chunk i_c as the cumulative pass stored them at p_g0.
+    b_G = tl.load(p_g0 + t, mask=m_t, other=0.0)
+    b_C = tl.load(p_g0 + T + t, mask=m_t, other=0.0)
+    p_L = p_g0 + tl.minimum(bos + i_c * BT + BT, eos) - 1
+    return b_G, b_C, tl.load(p_L), tl.load(p_L + T)
+
+
+@triton.jit
+def _in_chunk_decay(b_G, b_C, causal):
+    # [i, j] = exp(G_i - G_j) where causal holds, else 0.
+    span = _span(b_G[:, None], b_C[:, None], b_G[None, :], b_C[None, :])
+    return tl.exp(tl.where(causal, span, float("-inf")))
 
 
 @triton.jit
@@ -247,10 +288,11 @@ def _gla_fwd_g_kernel(
     BH: tl.constexpr,
     USE_CU: tl.constexpr,
 ):
-    # Grid (state slots, head blocks). gc[b, h, t] (contiguous [B, H, T]) gets the cumulative
-    # log-decay of token t within its chunk, chunks starting at each sequence's first token, for
-    # every token that a sequence covers; with packed sequences the first program also records
-    # in flag whether the offsets ever fall.
+    # Grid (state slots, head blocks). gc[b, h, 0, t] (contiguous [B, H, 2, T]) gets the
+    # cumulative log-decay of token t within its chunk, chunks starting at each sequence's first
+    # token, for every token that a sequence covers, and gc[b, h, 1, t] its compensation (Note
+    # [log-decay floor]); with packed sequences the first program also records in flag whether
+    # the offsets ever fall.
     i_s = tl.program_id(0)
     i_hb = tl.program_id(1)
     if USE_CU:
@@ -270,8 +312,10 @@ def _gla_fwd_g_kernel(
         m = m_t[:, None] & (o_h < H)[None, :]
         p_g = g + i_b * s_gb + t[:, None] * s_gt + o_h[None, :] * s_gh
         b_g = _floored(tl.load(p_g, mask=m, other=0.0).to(tl.float32))
-        p_gc = gc + (i_b * H + o_h[None, :]) * T + t[:, None]
-        tl.store(p_gc, tl.cumsum(b_g, axis=0), mask=m)
+        p_gc = gc + (i_b * H + o_h[None, :]) * (2 * T) + t[:, None]
+        b_G, b_C = _cumulative(b_g)
+        tl.store(p_gc, b_G, mask=m)
+        tl.store(p_gc + T, b_C, mask=m)
 
 
 @triton.jit
@@ -333,7 +377,7 @@ def _h_walk(
 
     p_k0 = k + i_b * s_kb + i_h * s_kh + o_k[:, None] * s_kk
     p_v0 = _head_ptr(v, i_b, i_h, s_vb, s_vh, o_v, s_vv)
-    p_g0 = gc + (i_b * H + i_h) * T
+    p_g0 = gc + (i_b * H + i_h) * (2 * T)
     o_s = o_k[:, None] * V + o_v[None, :]
 
     NC = tl.cdiv(eos - bos, BT)
@@ -343,9 +387,8 @@ def _h_walk(
         t, m_t = _chunk_tokens(bos, eos, i_c, o_t, BT)
         b_kT = tl.load(p_k0 + t[None, :] * s_kt, mask=m_k[:, None] & m_t[None, :], other=0.0)
         b_v = tl.load(p_v0 + t[:, None] * s_vt, mask=m_t[:, None] & m_v[None, :], other=0.0)
-        b_G = tl.load(p_g0 + t, mask=m_t, other=0.0)
-        b_GL = tl.load(p_g0 + tl.minimum(bos + i_c * BT + BT, eos) - 1)
-        b_kg = b_kT.to(tl.float32) * tl.exp(b_GL - b_G)[None, :]
+        b_G, b_C, b_GL, b_CL = _stored_decay(p_g0, t, m_t, bos, eos, i_c, T, BT)
+        b_kg = b_kT.to(tl.float32) * tl.exp(_span(b_GL, b_CL, b_G, b_C))[None, :]
         b_s = b_s * tl.exp(b_GL) + _dot(b_kg, b_v, DT, MODE)
 
     if STORE_HT:
@@ -478,7 +521,7 @@ def _gla_fwd_hseg_kernel(
     o_s = o_k[:, None] * V + o_v[None, :]
     p_k0 = k + i_b * s_kb + i_h * s_kh + o_k[:, None] * s_kk
     p_v0 = _head_ptr(v, i_b, i_h, s_vb, s_vh, o_v, s_vv)
-    p_g0 = gc + (i_b * H + i_h) * T
+    p_g0 = gc + (i_b * H + i_h) * (2 * T)
     i_ns = i_n * NSEG + i_seg
     s_off, m_seg = _state_offsets(i_ns, i_h, H, K, V, o_k, o_v, m_k, m_v)
     b_s = _load_state(hstart, s_off, m_seg, STEP == 2, BK, BV)
@@ -491,9 +534,8 @@ def _gla_fwd_hseg_kernel(
         t, m_t = _chunk_tokens(bos, eos, i_c, o_t, BT)
         b_kT = tl.load(p_k0 + t[None, :] * s_kt, mask=m_k[:, None] & m_t[None, :], other=0.0)
         b_v = tl.load(p_v0 + t[:, None] * s_vt, mask=m_t[:, None] & m_v[None, :], other=0.0)
-        b_G = tl.load(p_g0 + t, mask=m_t, other=0.0)
-        b_GL = tl.load(p_g0 + tl.minimum(bos + i_c * BT + BT, eos) - 1)
-        b_kg = b_kT.to(tl.float32) * tl.exp(b_GL - b_G)[None, :]
+        b_G, b_C, b_GL, b_CL = _stored_decay(p_g0, t, m_t, bos, eos, i_c, T, BT)
+        b_kg = b_kT.to(tl.float32) * tl.exp(_span(b_GL, b_CL, b_G, b_C))[None, :]
         b_s = b_s * tl.exp(b_GL) + _dot(b_kg, b_v, DT, MODE)
         b_acc += b_GL
 
@@ -618,7 +660,9 @@ def _gla_fwd_o_kernel(
 
     if live:
         t, m_t = _chunk_tokens(bos, eos, i_c, o_t, BT)
-        b_G = tl.load(gc + (i_b * H + i_h) * T + t, mask=m_t, other=0.0)
+        p_g0 = gc + (i_b * H + i_h) * (2 * T)
+        b_G = tl.load(p_g0 + t, mask=m_t, other=0.0)
+        b_C = tl.load(p_g0 + T + t, mask=m_t, other=0.0)
         p_v = _head_ptr(v, i_b, i_h, s_vb, s_vh, o_v, s_vv) + t[:, None] * s_vt
         b_v = tl.load(p_v, mask=m_t[:, None] & m_v[None, :], other=0.0)
         p_h = h + (i_s.to(tl.int64) * H + i_h) * (K * V) + o_v[None, :]
@@ -637,7 +681,7 @@ def _gla_fwd_o_kernel(
             b_A += _dot(b_q, b_kT, DT, MODE)
 
         causal = o_t[:, None] >= o_t[None, :]
-        b_D = tl.exp(tl.where(causal, b_G[:, None] - b_G[None, :], float("-inf")))
+        b_D = _in_chunk_decay(b_G, b_C, causal)
         b_A = b_A * b_D * scale
         b_o = b_o * (tl.exp(b_G) * scale)[:, None] + _dot(b_A, b_v, DT, MODE)
         row = i_b * T + t
@@ -709,9 +753,9 @@ def _gla_fwd_kernel(
         b_q = tl.load(p_q0 + t[:, None] * s_qt, mask=m_t[:, None] & m_k[None, :], other=0.0)
         b_k = tl.load(p_k0 + t[:, None] * s_kt, mask=m_t[:, None] & m_k[None, :], other=0.0)
         b_v = tl.load(p_v0 + t[:, None] * s_vt, mask=m_t[:, None] & m_v[None, :], other=0.0)
-        b_G, b_GL = _chunk_decay(p_g0, t, s_gt, m_t, o_t, BT)
+        b_G, b_C, b_GL, b_CL = _chunk_decay(p_g0, t, s_gt, m_t, o_t, BT)
 
-        b_D = tl.exp(tl.where(causal, b_G[:, None] - b_G[None, :], float("-inf")))
+        b_D = _in_chunk_decay(b_G, b_C, causal)
         b_A = _dot(b_q, tl.trans(b_k), DT, MODE) * b_D * scale
         b_qg = b_q.to(tl.float32) * (tl.exp(b_G) * scale)[:, None]
         b_o = _dot(b_qg, b_s, DT, MODE) + _dot(b_A, b_v, DT, MODE)
@@ -720,7 +764,7 @@ def _gla_fwd_kernel(
         p_o = o + (row[:, None] * H + i_h) * V + o_v[None, :]
         tl.store(p_o, _cast(b_o, o.dtype.element_ty, MODE), mask=m_t[:, None] & m_v[None, :])
 
-        b_kg = b_k.to(tl.float32) * tl.exp(b_GL - b_G)[:, None]
+        b_kg = b_k.to(tl.float32) * tl.exp(_span(b_GL, b_CL, b_G, b_C))[:, None]
         b_s = b_s * tl.exp(b_GL) + _dot(tl.trans(b_kg), b_v, DT, MODE)
 
     if STORE_HT:
@@ -811,14 +855,15 @@ def _gla_bwd_dkv_kernel(
         b_k = tl.load(p_k0 + t[:, None] * s_kt, mask=m_tk, other=0.0)
         b_v = tl.load(p_v0 + t[:, None] * s_vt, mask=m_tv, other=0.0)
         b_do = tl.load(p_do0 + t[:, None] * s_dt, mask=m_tv, other=0.0)
-        b_G, b_GL = _chunk_decay(p_g0, t, s_gt, m_t, o_t, BT)
+        b_G, b_C, b_GL, b_CL = _chunk_decay(p_g0, t, s_gt, m_t, o_t, BT)
 
         # [j, i] = scale * exp(G_i - G_j) for j <= i
-        b_Dt = tl.exp(tl.where(causal_t, b_G[None, :] - b_G[:, None], float("-inf"))) * scale
+        span_t = _span(b_G[None, :], b_C[None, :], b_G[:, None], b_C[:, None])
+        b_Dt = tl.exp(tl.where(causal_t, span_t, float("-inf"))) * scale
         b_At = _dot(b_k, tl.trans(b_q), DT, MODE) * b_Dt
         b_W = _dot(b_v, tl.trans(b_do), DT, MODE)
         b_dAt = b_W * b_Dt
-        b_dec = tl.exp(b_GL - b_G)
+        b_dec = tl.exp(_span(b_GL, b_CL, b_G, b_C))
 
         b_kg = b_k.to(tl.float32) * b_dec[:, None]
         b_dv = _dot(b_At, b_do, DT, MODE) + _dot(b_kg, b_ds, DT, MODE)
@@ -927,9 +972,9 @@ def _gla_bwd_dq_kernel(
         b_k = tl.load(p_k0 + t[:, None] * s_kt, mask=m_tk, other=0.0)
         b_v = tl.load(p_v0 + t[:, None] * s_vt, mask=m_tv, other=0.0)
         b_do = tl.load(p_do0 + t[:, None] * s_dt, mask=m_tv, other=0.0)
-        b_G, b_GL = _chunk_decay(p_g0, t, s_gt, m_t, o_t, BT)
+        b_G, b_C, b_GL, b_CL = _chunk_decay(p_g0, t, s_gt, m_t, o_t, BT)
 
-        b_D = tl.exp(tl.where(causal, b_G[:, None] - b_G[None, :], float("-inf"))) * scale
+        b_D = _in_chunk_decay(b_G, b_C, causal) * scale
         b_dA = _dot(b_do, tl.trans(b_v), DT, MODE) * b_D
         b_dq_inter = _dot(b_do, tl.trans(b_s), DT, MODE) * (tl.exp(b_G) * scale)[:, None]
         b_dq = _dot(b_dA, b_k, DT, MODE) + b_dq_inter
@@ -943,7 +988,7 @@ def _gla_bwd_dq_kernel(
         b_dG = tl.load(p_dg, mask=m_t, other=0.0) + tl.sum(b_q * b_dq_inter, axis=1)
         tl.store(p_dg, b_dG, mask=m_t)
 
-        b_kg = b_k.to(tl.float32) * tl.exp(b_GL - b_G)[:, None]
+        b_kg = b_k.to(tl.float32) * tl.exp(_span(b_GL, b_CL, b_G, b_C))[:, None]
         b_s = b_s * tl.exp(b_GL) + _dot(tl.trans(b_kg), b_v, DT, MODE)
 
     if USE_DHT:
@@ -1122,7 +1167,7 @@ def _dh_walk(
 
     p_q0 = q + i_b * s_qb + i_h * s_qh + o_k[:, None] * s_qk
     p_do0 = _head_ptr(do, i_b, i_h, s_db, s_dh, o_v, s_dv)
-    p_g0 = gc + (i_b * H + i_h) * T
+    p_g0 = gc + (i_b * H + i_h) * (2 * T)
     o_s = o_k[:, None] * V + o_v[None, :]
 
     NC = tl.cdiv(eos - bos, BT)
@@ -1381,7 +1426,7 @@ def _gla_bwd_dhseg_kernel(
     o_s = o_k[:, None] * V + o_v[None, :]
     p_q0 = q + i_b * s_qb + i_h * s_qh + o_k[:, None] * s_qk
     p_do0 = _head_ptr(do, i_b, i_h, s_db, s_dh, o_v, s_dv)
-    p_g0 = gc + (i_b * H + i_h) * T
+    p_g0 = gc + (i_b * H + i_h) * (2 * T)
     i_ns = i_n * NSEG + i_seg
     s_off, m_seg = _state_offsets(i_ns, i_h, H, K, V, o_k, o_v, m_k, m_v)
     b_dh = _load_state(dhend, s_off, m_seg, STEP == 2, BK, BV)
@@ -1697,9 +1742,8 @@ def _gla_bwd_dqk_item(
 
     if live:
         t, m_t = _chunk_tokens(bos, eos, i_c, o_t, BT)
-        p_g0 = gc + (i_b * H + i_h) * T
-        b_G = tl.load(p_g0 + t, mask=m_t, other=0.0)
-        b_GL = tl.load(p_g0 + tl.minimum(bos + i_c * BT + BT, eos) - 1)
+        p_g0 = gc + (i_b * H + i_h) * (2 * T)
+        b_G, b_C, b_GL, b_CL = _stored_decay(p_g0, t, m_t, bos, eos, i_c, T, BT)
         p_s = (i_s.to(tl.int64) * H + i_h) * (K * V) + o_k[:, None] * V
         p_q = _head_ptr(q, i_b, i_h, s_qb, s_qh, o_k, s_qk) + t[:, None] * s_qt
         p_k = _head_ptr(k, i_b, i_h, s_kb, s_kh, o_k, s_kk) + t[:, None] * s_kt
@@ -1716,10 +1760,13 @@ def _gla_bwd_dqk_item(
         b_k = tl.load(p_k, mask=m_tk, other=0.0)
         if FUSE_DV:
             b_qk = _dot(b_q, tl.trans(b_k), DT, MODE)
-            b_D = tl.exp(tl.where(causal, b_G[:, None] - b_G[None, :], float("-inf"))) * scale
+            b_D = _in_chunk_decay(b_G, b_C, causal) * scale
             b_AtD = _cast(tl.trans(b_qk * b_D), DT, MODE)
             b_kd = _cast(
-                b_k.to(tl.float32) * tl.where(m_t, tl.exp(b_GL - b_G), 0.0)[:, None], DT, MODE
+                b_k.to(tl.float32)
+                * tl.where(m_t, tl.exp(_span(b_GL, b_CL, b_G, b_C)), 0.0)[:, None],
+                DT,
+                MODE,
             )
         b_dA = tl.zeros([BT, BT], dtype=tl.float32)
         b_dqs = tl.zeros([BT, BK], dtype=tl.float32)
@@ -1747,10 +1794,10 @@ def _gla_bwd_dqk_item(
 
         if not FUSE_DV:
             b_qk = _dot(b_q, tl.trans(b_k), DT, MODE)
-            b_D = tl.exp(tl.where(causal, b_G[:, None] - b_G[None, :], float("-inf"))) * scale
+            b_D = _in_chunk_decay(b_G, b_C, causal) * scale
         b_dA = b_dA * b_D
         b_dqs = b_dqs * (tl.exp(b_G) * scale)[:, None]
-        b_dks = b_dks * tl.where(m_t, tl.exp(b_GL - b_G), 0.0)[:, None]
+        b_dks = b_dks * tl.where(m_t, tl.exp(_span(b_GL, b_CL, b_G, b_C)), 0.0)[:, None]
         b_dq = _dot(b_dA, b_k, DT, MODE) + b_dqs
         b_dk = _dot(tl.trans(b_dA), b_q, DT, MODE) + b_dks
 
@@ -1971,10 +2018,9 @@ def _gla_bwd_dv_item(
 
     if live:
         t, m_t = _chunk_tokens(bos, eos, i_c, o_t, BT)
-        p_g0 = gc + (i_b * H + i_h) * T
-        b_G = tl.load(p_g0 + t, mask=m_t, other=0.0)
-        b_GL = tl.load(p_g0 + tl.minimum(bos + i_c * BT + BT, eos) - 1)
-        b_dec = tl.where(m_t, tl.exp(b_GL - b_G), 0.0)
+        p_g0 = gc + (i_b * H + i_h) * (2 * T)
+        b_G, b_C, b_GL, b_CL = _stored_decay(p_g0, t, m_t, bos, eos, i_c, T, BT)
+        b_dec = tl.where(m_t, tl.exp(_span(b_GL, b_CL, b_G, b_C)), 0.0)
         p_s = (i_s.to(tl.int64) * H + i_h) * (K * V) + o_v[None, :]
         b_At = tl.zeros([BT, BT], dtype=tl.float32)
         b_dv = tl.zeros([BT, BV], dtype=tl.float32)
@@ -1993,7 +2039,8 @@ def _gla_bwd_dv_item(
         # [j, i] = scale * exp(G_i - G_j) for tokens j <= i of the sequence
         both = m_t[:, None] & m_t[None, :]
         causal_t = (o_t[:, None] <= o_t[None, :]) & both
-        b_Dt = tl.exp(tl.where(causal_t, b_G[None, :] - b_G[:, None], float("-inf"))) * scale
+        span_t = _span(b_G[None, :], b_C[None, :], b_G[:, None], b_C[:, None])
+        b_Dt = tl.exp(tl.where(causal_t, span_t, float("-inf"))) * scale
         p_do = _head_ptr(do, i_b, i_h, s_db, s_dh, o_v, s_dv) + t[:, None] * s_dt
         m_tv = m_t[:, None] & m_v[None, :]
         b_do = tl.load(p_do, mask=m_tv, other=0.0)
@@ -2435,7 +2482,7 @@ def chunk_gla_fwd(
         g = g.to(torch.float32)
     BT, (hk, hv, hw, hs), (ok, ov, ow, os_), (fk, fv, fw, fs) = _fwd_config(K, V, q.dtype)
     mode = _mode(q.dtype)
-    gc = q.new_empty((B, H, T), dtype=torch.float32)
+    gc = q.new_empty((B, H, 2, T), dtype=torch.float32)
     # The gap slots of packed sequences are never written: zeros keep the returned h defined.
     h = (q.new_zeros if use_cu else q.new_empty)(
         (NS, H, K, V), dtype=q.dtype if mode == 0 else torch.float32
@@ -2601,7 +2648,7 @@ def chunk_gla_bwd(q, k, v, g, scale: float | None, initial_state, cu_seqlens, do
     NS = _state_slots(B, T, N, use_cu)
     NTOK = B * T
     NKG = cdiv(K, qk)
-    gc = q.new_empty((B, H, T), dtype=torch.float32)
+    gc = q.new_empty((B, H, 2, T), dtype=torch.float32)
     sdt = q.dtype if mode == 0 else torch.float32
     dh = q.new_empty((NS, H, K, V), dtype=sdt)
     dg_part = q.new_empty((NKG, B, T, H), dtype=torch.float32) if NKG > 1 else None
