@@ -1,10 +1,16 @@
-"""Timing and table helpers of the hand-written benchmarks: the generated benchmarks' harness
-(``codegen/runtime/bench.py``, copied to ``attnops/_bench.py``), re-exported under the names the
-scripts import (``../shared/GPU.md``, "Measuring there well")."""
+"""Timing and table helpers of the hand-written benchmarks: those of the generated benchmarks'
+harness (``codegen/runtime/bench.py``, which the generator copies to ``attnops/_bench.py``),
+re-exported under the names the scripts import (``../shared/GPU.md``, "Measuring there well").
+Read from the checkout, so a script needs only ``attnops_kernels`` importable, not ``attnops``."""
 
 from __future__ import annotations
 
-from attnops._bench import (
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from codegen.runtime.bench import (  # noqa: E402
     copy_graph_us,
     graph_us,
     host_call_us,
