@@ -296,7 +296,7 @@ def checks(device, dry):
 
 
 def fwd_flops(B, T, H, K, V, BT=64):
-    """Matmul FLOPs of the chunked forward (as benchmarks/suite.py counts them)."""
+    """Matmul FLOPs of the chunked forward (as the chunk_gla benchmark in ops.yaml counts them)."""
     return 2 * B * T * H * (2 * K * V + BT * K + BT * V)
 
 

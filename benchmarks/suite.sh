@@ -2,13 +2,16 @@
 # The benchmark suite on the H200 (or, with --dry-run, on a CPU under Triton's interpreter).
 # Runs from a checkout without installing it: symlinks give the import names that pyproject.toml
 # maps, and the pure-Python wheels carried in .device/ (fla-core 0.6.0 and einops, which it
-# imports) are unpacked onto PYTHONPATH; without them the fla-core columns say n/a.
-# Markdown tables go to stdout (and $OUT/suite.md); full logs, results.json and PNG plots to $OUT.
+# imports) are unpacked onto PYTHONPATH; without them the fla-core baselines are skipped with
+# the reason. First each operator's generated benchmark (generated/benchmarks/bench_<op>.py,
+# declared in ops.yaml), one process each so that baselines autotune alone; then suite.py (first
+# calls, recompiles, the layers of a call). Markdown tables go to stdout (and $OUT/suite.md),
+# PNG plots (where matplotlib is installed) and stderr logs to $OUT.
 #
 #   OUT=logs bash benchmarks/suite.sh                    # everything (default OUT: /tmp/attnops-suite)
-#   bash benchmarks/suite.sh --ops l2norm,gate --quick   # two operators, fewest shapes
-#   bash benchmarks/suite.sh --dry-run --no-compile      # CPU check of the script itself
-#   python benchmarks/suite.py --help                    # every option
+#   bash benchmarks/suite.sh --ops l2norm,gate --quick   # two operators, their first shape
+#   bash benchmarks/suite.sh --dry-run --no-compile      # CPU check of the scripts themselves
+#   python generated/benchmarks/bench_gate.py --help     # the options of one benchmark
 set -u
 root=$(cd "$(dirname "$0")/.." && pwd)
 out=${OUT:-${TMPDIR:-/tmp}/attnops-suite}
@@ -24,14 +27,33 @@ for wheel in "$root"/.device/fla_core-*.whl "$root"/.device/einops-*.whl; do
   "$py" -m zipfile -e "$wheel" "$dir" && pp="$pp:$dir"
 done
 export PYTHONPATH="$pp:$root${PYTHONPATH:+:$PYTHONPATH}"
-for arg in "$@"; do
-  [[ "$arg" == "--dry-run" ]] && export TRITON_INTERPRET=1
+ops=l2norm,gate,chunk_gla,recurrent_gla_step,block_mask_worklist
+bench_args=()
+suite_args=()
+while [[ $# -gt 0 ]]; do
+  case "$1" in
+    --ops) ops=$2; shift 2 ;;
+    --ops=*) ops=${1#--ops=}; shift ;;
+    --dry-run) export TRITON_INTERPRET=1; bench_args+=(--smallest --calls 5); suite_args+=(--dry-run --calls 5); shift ;;
+    --quick) bench_args+=(--smallest); shift ;;
+    *) suite_args+=("$1"); shift ;;
+  esac
 done
 cd "$root" || exit 1
-"$py" benchmarks/suite.py --out "$out" "$@" 2>"$out/suite.stderr.log" | tee "$out/suite.md"
-rc=${PIPESTATUS[0]}
+: >"$out/suite.md"
+rc=0
+for op in ${ops//,/ }; do
+  [[ "$op" == block_mask ]] && op=block_mask_worklist
+  [[ "$op" == recurrent ]] && op=recurrent_gla_step
+  [[ "$op" == chunk ]] && op=chunk_gla
+  "$py" "generated/benchmarks/bench_$op.py" --plot "$out/$op.png" ${bench_args[@]+"${bench_args[@]}"} \
+    2>"$out/bench_$op.stderr.log" | tee -a "$out/suite.md"
+  [[ ${PIPESTATUS[0]} -eq 0 ]] || rc=1
+done
+"$py" benchmarks/suite.py --ops "$ops" ${suite_args[@]+"${suite_args[@]}"} 2>"$out/suite.stderr.log" | tee -a "$out/suite.md"
+[[ ${PIPESTATUS[0]} -eq 0 ]] || rc=1
 if [[ $rc -ne 0 ]]; then
-  echo "suite.py exited with $rc; last lines of $out/suite.stderr.log:"
-  tail -n 20 "$out/suite.stderr.log"
+  echo "a benchmark failed; last lines of the logs in $out:"
+  tail -n 20 "$out"/*.stderr.log
 fi
 exit "$rc"

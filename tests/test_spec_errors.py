@@ -61,7 +61,7 @@ CASES = [
         [
             "ops.yaml:19:5: error: [l2norm] unknown key 'launcher' in an operator; expected one of: "
             "doc, integration, eager_fast_path, side_effects, forward, backward, inputs, outputs, dims, variants, constraints, "
-            "reference, reference_returns, tests"
+            "reference, reference_returns, tests, benchmark"
         ],
     ),
     (

@@ -13,6 +13,7 @@ from ..spec.errors import Diagnostic, Location, SpecError
 from ..spec.model import Spec
 from ..spec.names import AMBIGUOUS
 from ..spec.shapes import EvaluationError
+from ..views.bench_module import bench_view
 from ..views.op.module import op_view, package_view
 from ..views.reference_page import page_view
 from ..views.test_module import tests_view
@@ -45,6 +46,7 @@ STATIC = {
     "{package}/_layout.py": "layout",
     "{package}/_testing.py": "testing",
     "{package}/_testing_backends.py": "testing_backends",
+    "{package}/_bench.py": "bench",
     "tests/conftest.py": "conftest",
 }
 
@@ -146,6 +148,7 @@ def _render_into(
         )
         op_template = env.get_template("op.py.jinja")
         test_template = env.get_template("test_op.py.jinja")
+        bench_template = env.get_template("bench_op.py.jinja")
         for r in ops:
             with rendering(r.name, r.op.loc):
                 view = views[r.name]
@@ -156,3 +159,8 @@ def _render_into(
                 formatter.add(rel, op_template.render(header=own, op=view))
                 tv = tests_view(spec, r)
                 formatter.add(test_rel, test_template.render(header=own, t=tv))
+                if r.op.benchmark is not None:
+                    bench_rel = f"benchmarks/bench_{r.name}.py"
+                    owner[bench_rel] = r.name
+                    bv = bench_view(spec, r)
+                    formatter.add(bench_rel, bench_template.render(header=own, b=bv))

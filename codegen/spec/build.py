@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 
-from . import build_stages, build_tensors, build_tests
+from . import build_bench, build_stages, build_tensors, build_tests
 from .errors import Errors, Location
 from .limits import MAX_NAME, MAX_OPS
 from .load import Node
@@ -33,6 +33,7 @@ OP_KEYS = (
     "reference",
     "reference_returns",
     "tests",
+    "benchmark",
 )
 
 
@@ -199,6 +200,8 @@ def _op(reader: Reader, name: str, key_loc: Location, node: Node, namespace: str
     returns_node = m.get("reference_returns")
     reference_returns = _names(reader, returns_node, "reference_returns") if returns_node else None
     tests = build_tests.tests(reader, m.get("tests")) if m.get("tests") else None
+    bench_node = m.get("benchmark")
+    bench = build_bench.benchmark(reader, bench_node) if bench_node is not None else None
     if not ok or None in (
         forward,
         inputs,
@@ -213,6 +216,8 @@ def _op(reader: Reader, name: str, key_loc: Location, node: Node, namespace: str
     if m.get("backward") is not None and backward is None:
         return None
     if returns_node is not None and reference_returns is None:
+        return None
+    if bench_node is not None and bench is None:
         return None
     return Op(
         name=name,
@@ -238,6 +243,7 @@ def _op(reader: Reader, name: str, key_loc: Location, node: Node, namespace: str
         constraints=constraints,
         reference_returns=reference_returns,
         reference_returns_loc=returns_node.loc if returns_node is not None else None,
+        benchmark=bench,
     )
 
 

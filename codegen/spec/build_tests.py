@@ -25,7 +25,7 @@ def tests(reader: Reader, node: Node) -> TestPlan | None:
         return None
     samples: tuple[Sample, ...] | None = ()
     if (sn := m.get("samples")) is not None:
-        samples = _samples(reader, sn)
+        samples = sample_list(reader, sn)
         if samples is None:
             return None
     dtypes = ()
@@ -53,15 +53,16 @@ def tests(reader: Reader, node: Node) -> TestPlan | None:
     return TestPlan(samples, dtypes, tol, gtol, seed, varlen, node.loc)
 
 
-def _samples(reader: Reader, node: Node) -> tuple[Sample, ...] | None:
+def sample_list(reader: Reader, node: Node, what: str = "samples") -> tuple[Sample, ...] | None:
+    """A non-empty list of samples (test ``samples``, benchmark ``shapes``: the same format)."""
     if not node.is_seq or not node.value:
         reader.error(
             node.loc,
-            "'samples' must be a non-empty list of dim sizes, e.g. - {batch: [2, 3], D: 128}",
+            f"'{what}' must be a non-empty list of dim sizes, e.g. - {{batch: [2, 3], D: 128}}",
         )
         return None
-    if problem := count_problem(len(node.value), MAX_SAMPLES, "samples"):
-        reader.error(node.loc, f"'samples': {problem}")
+    if problem := count_problem(len(node.value), MAX_SAMPLES, what):
+        reader.error(node.loc, f"'{what}': {problem}")
         return None
     samples = []
     for item in node.value:

@@ -267,6 +267,42 @@ class TestPlan:
 
 
 @dataclass(frozen=True, slots=True)
+class Baseline:
+    """Another library's implementation the benchmark compares with, in the same process."""
+
+    name: str  # the label of its rows
+    function: str  # module:function of the other library (may be absent where it runs)
+    adapter: str | None  # module:function mapping the public function's arguments to its call
+    loc: Location
+    function_loc: Location
+    adapter_loc: Location | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Benchmark:
+    """What the generated benchmark runs: shapes (test samples by another name), dtypes, the
+    work of one forward call, and baselines (docs/spec.md, "benchmark")."""
+
+    shapes: tuple[Sample, ...]
+    dtypes: tuple[DType, ...]  # empty: the test dtypes
+    bytes: Expr | None  # bytes moved by one forward call
+    flops: Expr | None  # floating-point operations of one forward call
+    backward_bytes: Expr | None  # what the backward adds to a forward + backward call
+    backward_flops: Expr | None
+    given: tuple[str, ...]  # optional inputs the calls pass (the others are None)
+    backward: bool | None  # also time forward + backward; None: where the operator has one
+    baselines: tuple[Baseline, ...]
+    loc: Location
+    dtypes_loc: Location | None = None
+    bytes_loc: Location | None = None
+    flops_loc: Location | None = None
+    backward_bytes_loc: Location | None = None
+    backward_flops_loc: Location | None = None
+    given_loc: Location | None = None
+    backward_loc: Location | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class Op:
     name: str
     namespace: str
@@ -295,6 +331,8 @@ class Op:
     # (docs/spec.md, "side_effects").
     side_effects: bool = False
     side_effects_loc: Location | None = None
+    # What the generated benchmark runs (docs/spec.md, "benchmark"); None: no benchmark.
+    benchmark: Benchmark | None = None
 
     @property
     def primary(self) -> TensorDecl:

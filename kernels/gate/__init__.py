@@ -1,1 +1,2 @@
-"""The ``gate`` operator: Triton launchers (``triton.py``) and the float32 reference (``reference.py``)."""
+"""The ``gate`` operator: Triton launchers (``triton.py``), the float32 reference
+(``reference.py``) and the benchmark's baseline adapters (``baselines.py``)."""

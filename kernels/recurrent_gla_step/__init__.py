@@ -1,1 +1,2 @@
-"""The ``recurrent_gla_step`` operator: Triton launchers (``triton.py``) and the float32 reference (``reference.py``)."""
+"""The ``recurrent_gla_step`` operator: Triton launchers (``triton.py``), the float32 reference
+(``reference.py``) and the benchmark's baseline adapters (``baselines.py``)."""

@@ -3,8 +3,8 @@ of each operator and collects the problems in ``errors``; each module checks one
 (forward arguments and returns), ``options`` (arity pair, variants, constraints, integration),
 ``tensors`` (inputs and outputs against the schema), ``dims`` (dim names and the dim plan's
 problems), ``backward`` (backward arguments, gradients and what its fake needs), ``tests`` (samples,
-dtypes, tolerances, varlen), and ``launchers`` (whether each launcher and reference exists, read
-from its source).
+dtypes, tolerances, varlen), ``bench`` (the benchmark plan), and ``launchers`` (whether each
+launcher and reference exists, read from its source).
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from __future__ import annotations
 from ...spec.errors import Errors
 from ..resolved import ResolvedOp
 from ..sources import find_function
-from . import backward, dims, options, schema, tensors, tests
+from . import backward, bench, dims, options, schema, tensors, tests
 from .report import Report
 
 
@@ -31,6 +31,7 @@ def validate(ops: tuple[ResolvedOp, ...], errors: Errors, check_imports: bool = 
         dims.dims(r, report)
         backward.backward(r, report)
         tests.tests(r, report)
+        bench.bench(r, report, check_imports)
         if check_imports:
             _launchers(r, report)
 

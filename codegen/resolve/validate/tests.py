@@ -21,6 +21,13 @@ def tests(r: ResolvedOp, report: Report) -> None:
 
 
 def _samples(r: ResolvedOp, report: Report) -> None:
+    check_samples(r, report, r.op.tests.samples)
+
+
+def check_samples(
+    r: ResolvedOp, report: Report, samples, what: str = "sample", extra: tuple[str, ...] = ()
+) -> None:
+    """Test samples, or benchmark shapes (``what``: "shape"), which may also give ``extra``."""
     op = r.op
     p = r.plan
     needs_batch = p.batch_source is not None or any(
@@ -28,39 +35,39 @@ def _samples(r: ResolvedOp, report: Report) -> None:
     )
     scalars = {a.name: a for a in op.forward.schema.arguments if a.is_scalar}
     literal_ok = {d.name for d in op.inputs}
-    for s in op.tests.samples:
+    for s in samples:
         env = s.env()
         for name in r.sample_dims:
             if name not in env:
-                report.error(s.loc, f"sample does not give a size for dim '{name}'")
+                report.error(s.loc, f"{what} does not give a size for dim '{name}'")
         for name, a in scalars.items():
             if a.default is None and s.get(name) is None:
                 report.error(
                     s.loc,
-                    f"sample does not give a value for argument '{name}', which has no default",
+                    f"{what} does not give a value for argument '{name}', which has no default",
                 )
         for name, value in s.entries:
-            if name in scalars or name in literal_ok:
+            if name in scalars or name in literal_ok or name in extra:
                 continue
             if name in {d.name for d in op.dims}:
                 report.error(
                     s.loc,
-                    f"sample gives derived dim '{name}'; it is computed from the other sizes",
+                    f"{what} gives derived dim '{name}'; it is computed from the other sizes",
                 )
             elif name not in p.bound and name not in r.sample_dims:
                 report.error(
                     s.loc,
-                    f"sample gives '{name}', which is neither a dim, a scalar argument nor an input{did_you_mean(name, list(p.bound) + list(scalars))}",
+                    f"{what} gives '{name}', which is neither a dim, a scalar argument nor an input{did_you_mean(name, list(p.bound) + list(scalars))}",
                 )
             elif not isinstance(value, int) or isinstance(value, bool) or value < 0:
                 report.error(
                     s.loc, f"size of dim '{name}' must be a non-negative integer, got {value!r}"
                 )
-        _sizes(r, s, report)
+        _sizes(r, s, report, what)
         if needs_batch and s.batch is None:
-            report.error(s.loc, "sample does not give 'batch' (the sizes of '...')")
+            report.error(s.loc, f"{what} does not give 'batch' (the sizes of '...')")
         if not needs_batch and s.batch is not None:
-            report.error(s.loc, "sample gives 'batch' but no input has '...'")
+            report.error(s.loc, f"{what} gives 'batch' but no input has '...'")
 
 
 def _dtypes(r: ResolvedOp, report: Report) -> None:
@@ -112,7 +119,7 @@ def _varlen(r: ResolvedOp, report: Report) -> None:
             )
 
 
-def _sizes(r: ResolvedOp, sample, report: Report) -> None:
+def _sizes(r: ResolvedOp, sample, report: Report, what: str = "sample") -> None:
     """Every derived dim and input size of ``sample`` can be computed (tests build them)."""
     env = dict(sample.env())
     if any(n not in env for n in r.sample_dims):
@@ -125,7 +132,7 @@ def _sizes(r: ResolvedOp, sample, report: Report) -> None:
         try:
             env[d.name] = d.expr.evaluate(env, tensors)
         except EvaluationError as exc:
-            report.error(sample.loc, f"sample cannot be sized: derived dim '{d.name}': {exc}")
+            report.error(sample.loc, f"{what} cannot be sized: derived dim '{d.name}': {exc}")
             return
         except (KeyError, IndexError):
             return  # what the expression reads is reported by the dim checks
@@ -136,13 +143,13 @@ def _sizes(r: ResolvedOp, sample, report: Report) -> None:
             try:
                 size = e.evaluate(env, tensors)
             except EvaluationError as exc:
-                report.error(sample.loc, f"sample cannot be sized: input '{decl.name}': {exc}")
+                report.error(sample.loc, f"{what} cannot be sized: input '{decl.name}': {exc}")
                 return
             except (KeyError, IndexError):
                 continue
             if size < 0:
                 report.error(
                     sample.loc,
-                    f"sample gives input '{decl.name}' a negative size ({e.text} = {size})",
+                    f"{what} gives input '{decl.name}' a negative size ({e.text} = {size})",
                 )
                 return
