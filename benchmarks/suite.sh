@@ -2,8 +2,8 @@
 # The benchmark suite on the H200 (or, with --dry-run, on a CPU under Triton's interpreter).
 # Runs from a checkout without installing it: symlinks give the import names that pyproject.toml
 # maps, and the pure-Python wheels carried in .device/ (fla-core 0.6.0 and einops, which it
-# imports) are unpacked onto PYTHONPATH; without them the fla-core baselines are skipped with
-# the reason. First each operator's generated benchmark (generated/benchmarks/bench_<op>.py,
+# imports; quack-kernels 0.6.5 with the CuTeDSL bundle) are unpacked onto PYTHONPATH; without
+# them those baselines are skipped with the reason. First each operator's generated benchmark (generated/benchmarks/bench_<op>.py,
 # declared in ops.yaml), one process each so that baselines autotune alone; then suite.py (first
 # calls, recompiles, the layers of a call). Markdown tables go to stdout (and $OUT/suite.md),
 # PNG plots (where matplotlib is installed) and stderr logs to $OUT.
@@ -21,11 +21,19 @@ site=$(mktemp -d)
 ln -s "$root/generated/attnops" "$site/attnops"
 ln -s "$root/kernels" "$site/attnops_kernels"
 pp="$site"
-for wheel in "$root"/.device/fla_core-*.whl "$root"/.device/einops-*.whl; do
+for wheel in "$root"/.device/fla_core-*.whl "$root"/.device/einops-*.whl \
+  "$root"/.device/quack_kernels-*.whl; do
   [[ -f "$wheel" ]] || continue
   dir="$site/$(basename "$wheel" .whl)"
   "$py" -m zipfile -e "$wheel" "$dir" && pp="$pp:$dir"
 done
+# The CuTeDSL bundle (../shared/tools/cutedsl-bundle.sh), which quack and our CuTeDSL backends
+# import; without it they are skipped with the reason.
+if [[ -s "$root/.device/cutedsl-site.tar.xz" ]]; then
+  cute=$(mktemp -d)
+  tar -xJf "$root/.device/cutedsl-site.tar.xz" -C "$cute"
+  pp="$pp:$cute:$cute/nvidia_cutlass_dsl/dsl_packages"
+fi
 export PYTHONPATH="$pp:$root${PYTHONPATH:+:$PYTHONPATH}"
 ops=l2norm,gate,chunk_gla,recurrent_gla_step,block_mask_worklist
 bench_args=()
