@@ -209,3 +209,66 @@ def test_tests_do_not_run_benchmark_scripts():
     assert not found, f"tests that name a benchmark script: {found}"
     for text in ('ROOT / "benchmarks" / "x.py"', '"benchmarks/x.py"', "from benchmarks import x"):
         assert _benchmark_paths(ast.parse(text)) == [1], text
+
+
+TEMPLATES = ROOT / "templates"
+# A branch deeper than this belongs in a view record (a kind rendered by its own macro).
+MAX_TEMPLATE_DEPTH = 3
+# The generator's modules; codegen/runtime/ is the generated package's runtime, copied as it is.
+MAX_MODULE_LINES = 800
+
+
+def _template_depth(source: str) -> int:
+    """The deepest nesting of ``{% if %}`` and ``{% for %}`` blocks, from jinja2's own parse."""
+    from jinja2 import nodes
+
+    from codegen.emit.render import environment
+
+    def depth(node: nodes.Node) -> int:
+        if isinstance(node, nodes.If):  # its elif branches stand at its own level
+            branches = [node.body, node.else_, *(e.body for e in node.elif_)]
+            return 1 + max((depth(c) for b in branches for c in b), default=0)
+        own = 1 if isinstance(node, nodes.For) else 0
+        return own + max((depth(child) for child in node.iter_child_nodes()), default=0)
+
+    return depth(environment().parse(source))
+
+
+@pytest.mark.parametrize(
+    "path", sorted(TEMPLATES.rglob("*.jinja")), ids=lambda p: p.relative_to(TEMPLATES).as_posix()
+)
+def test_no_template_nests_deeper_than_three_blocks(path):
+    found = _template_depth(path.read_text(encoding="utf-8"))
+    assert found <= MAX_TEMPLATE_DEPTH, f"{path.name}: if/for blocks nested {found} deep"
+
+
+def test_the_depth_counts_ifs_and_fors_not_expressions():
+    three = "{% for a in x %}{% if a %}{% for b in a %}{{ b if b else 0 }}{% endfor %}{% endif %}"
+    three += "{% endfor %}"
+    assert _template_depth(three) == 3
+    assert _template_depth("{% if x %}" + three + "{% endif %}") == 4
+    assert _template_depth("{% macro m() %}{% if x %}" + three + "{% endif %}{% endmacro %}") == 4
+    elifs = "{% if x %}{% elif y %}{% if z %}1{% endif %}{% elif w %}{% else %}{% endif %}"
+    assert _template_depth(elifs) == 2
+
+
+def test_no_generator_module_is_longer_than_a_sitting():
+    long = [
+        f"{path.relative_to(CODEGEN)} ({n} lines)"
+        for path, _ in _modules()
+        if path.relative_to(CODEGEN).parts[0] not in ISOLATED
+        and (n := len(path.read_text(encoding="utf-8").splitlines())) > MAX_MODULE_LINES
+    ]
+    assert not long, long
+
+
+def test_each_operator_section_is_one_partial():
+    """op.py.jinja only includes the partials of templates/op/, each once, in module order."""
+    top = (TEMPLATES / "op.py.jinja").read_text(encoding="utf-8")
+    included = re.findall(r'{% include "op/(\w+)\.py\.jinja" %}', top)
+    partials = sorted(
+        p.name.removesuffix(".py.jinja") for p in (TEMPLATES / "op").glob("*.py.jinja")
+    )
+    assert sorted(included) == partials and len(set(included)) == len(included)
+    views = {p.stem for p in (CODEGEN / "views" / "op").glob("*.py")}
+    assert set(included) <= views, f"sections without a view module: {set(included) - views}"

@@ -36,6 +36,7 @@ def test_a_stamp_names_every_input_and_a_rerun_that_changes_nothing_names_the_sa
     assert target == str(first.resolve())
     assert str(spec) in deps and str(ROOT / "pyproject.toml") in deps
     assert str(ROOT / "templates" / "op.py.jinja") in deps
+    assert str(ROOT / "templates" / "op" / "fakes.py.jinja") in deps
     assert str(ROOT / "codegen" / "emit" / "render.py") in deps
     for op in ("l2norm", "gate", "chunk_gla", "recurrent_gla_step", "block_mask_worklist"):
         assert str(ROOT / "kernels" / op / "triton.py") in deps, op

@@ -209,7 +209,12 @@ def _cli(gen: Path, project: Path) -> subprocess.CompletedProcess:
 @pytest.mark.parametrize(
     "rel, old, new, expect",
     [
-        ("templates/op.py.jinja", '"""{{ op.summary', '# edited\n"""{{ op.summary', "# edited"),
+        (
+            "templates/op/imports.py.jinja",
+            '"""{{ op.summary',
+            '# edited\n"""{{ op.summary',
+            "# edited",
+        ),
         ("codegen/emit/render.py", "do not edit;", "do not edit (really);", "(really)"),
         ("codegen/runtime/runtime.py", '"""', '"""Edited. ', '"""Edited. '),
     ],

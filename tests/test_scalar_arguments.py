@@ -11,7 +11,7 @@ import torch
 from specs import generate_project, run_generated
 
 from codegen.runtime.runtime import scalar_device, scalar_error, scalar_list
-from codegen.views.op_module import scalar_check
+from codegen.views.op.checks import scalar_check
 
 LAUNCHERS = """
 import torch

@@ -13,7 +13,7 @@ from ..spec.errors import Diagnostic, Location, SpecError
 from ..spec.model import Spec
 from ..spec.names import AMBIGUOUS
 from ..spec.shapes import EvaluationError
-from ..views.op_module import op_view, package_view
+from ..views.op.module import op_view, package_view
 from ..views.reference_page import page_view
 from ..views.test_module import tests_view
 from .format import Formatter, GeneratorBug

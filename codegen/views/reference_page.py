@@ -11,7 +11,8 @@ from dataclasses import dataclass
 from ..resolve.resolved import ResolvedOp
 from ..spec.model import Launcher, Spec
 from ..spec.shapes import ELLIPSIS, Shape
-from .op_module import OpView, Param
+from .op.module import OpView
+from .op.signature import Param
 
 
 @dataclass(frozen=True, slots=True)

@@ -18,7 +18,7 @@ from ..resolve.resolved import ResolvedOp, Role
 from ..resolve.symbols import batch_local
 from ..spec.model import DType, Integration, Sample, Spec
 from ..spec.shapes import ELLIPSIS, EvaluationError
-from .op_module import Statement
+from .op.base import Statement
 
 WRONG_DTYPES = ("float64", "int32", "bool")
 # Values of a wrong type for each scalar schema type, as ``_t.broken`` spells them

@@ -42,14 +42,6 @@ _block_mask_worklist_fwd = torch.ops.attnops.block_mask_worklist_fwd.default
 _BLOCK_MASK_WORKLIST_MASK_DTYPES = (torch.bool,)
 
 
-# Note [eager fast path]: eager calls reach the shims below without the dispatcher (see
-# _runtime.direct_ok for when the dispatcher still runs).
-
-
-def _block_mask_worklist_fwd_direct(mask: Tensor) -> Tensor:
-    return _block_mask_worklist_fwd_impl(mask)
-
-
 class BlockMaskWorklistOutput(NamedTuple):
     """Result of :func:`block_mask_worklist`."""
 
@@ -84,9 +76,11 @@ def block_mask_worklist(mask: Tensor) -> BlockMaskWorklistOutput:
             dtypes=_BLOCK_MASK_WORKLIST_MASK_DTYPES,
             devices=("cuda", "cpu"),
         )
+    # Note [eager fast path]: eager calls reach the shims without the dispatcher (see
+    # _runtime.direct_ok for when the dispatcher still runs).
     if not torch.compiler.is_compiling() and _direct_ok(mask):
         # Note [grad mode on the fast path] (_runtime): no input dtype can require grad.
-        coords = _block_mask_worklist_fwd_direct(mask)
+        coords = _block_mask_worklist_fwd_impl(mask)
         return BlockMaskWorklistOutput(coords)
     # Note [no backward]: like torch's non-differentiable operators, the outputs never require
     # grad, whatever the inputs do.

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import NamedTuple
 
 import torch
@@ -61,11 +62,10 @@ def _chunk_gla_fwd_with_state_impl(
     cu_seqlens: Tensor | None = None,
 ) -> tuple[Tensor, Tensor, Tensor]:
     if q.is_cuda and q.get_device() != _cuda_device():
-        # Note [device guard] (_runtime): the kernels launch on the current device.
+        # See Note [device guard] (_runtime).
         with torch.cuda.device(q.get_device()):
             return _chunk_gla_fwd_with_state_impl(q, k, v, g, scale, initial_state, cu_seqlens)
-    # Note [arity pair]: one launcher serves both operators of the pair; it returns every output
-    # of the wider schema, with None for the extras when the flag is off.
+    # See Note [arity pair].
     output, h, final_state = _launcher("attnops_kernels.chunk_gla.triton:chunk_gla_fwd")(
         q, k, v, g, scale, initial_state, cu_seqlens, True
     )
@@ -85,7 +85,7 @@ def _chunk_gla_bwd_impl(
     h: Tensor,
 ) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor]:
     if q.is_cuda and q.get_device() != _cuda_device():
-        # Note [device guard] (_runtime): the kernels launch on the current device.
+        # See Note [device guard] (_runtime).
         with torch.cuda.device(q.get_device()):
             return _chunk_gla_bwd_impl(
                 q, k, v, g, scale, initial_state, cu_seqlens, grad_output, grad_final_state, h
@@ -119,7 +119,12 @@ def _chunk_gla_fwd_fake(
     H = q.shape[2]
     K = q.shape[3]
     V = v.shape[3]
-    NS = B * ((T + 63) // 64) if cu_seqlens is None else (T + 63) // 64 + cu_seqlens.shape[0] - 2
+    BT = 64
+    NS = (
+        B * ((T + BT - 1) // BT)
+        if cu_seqlens is None
+        else (T + BT - 1) // BT + cu_seqlens.shape[0] - 2
+    )
     output = q.new_empty((B, T, H, V))
     h = q.new_empty((NS, H, K, V))
     return output, h
@@ -141,7 +146,12 @@ def _chunk_gla_fwd_with_state_fake(
     K = q.shape[3]
     V = v.shape[3]
     N = B if cu_seqlens is None else cu_seqlens.shape[0] - 1
-    NS = B * ((T + 63) // 64) if cu_seqlens is None else (T + 63) // 64 + cu_seqlens.shape[0] - 2
+    BT = 64
+    NS = (
+        B * ((T + BT - 1) // BT)
+        if cu_seqlens is None
+        else (T + BT - 1) // BT + cu_seqlens.shape[0] - 2
+    )
     output = q.new_empty((B, T, H, V))
     h = q.new_empty((NS, H, K, V))
     final_state = q.new_empty((N, H, K, V), dtype=torch.float32)
@@ -184,9 +194,15 @@ _CHUNK_GLA_INITIAL_STATE_DTYPES = (torch.float32,)
 
 
 class _ChunkGlaFunction(torch.autograd.Function):
+    # Note [stage callables]: the stages come first: the dispatcher path passes the registered
+    # operators, the eager fast path the shims registered for them (Note [eager fast path]).
+
     @staticmethod
     def forward(
         ctx,
+        _fwd: Callable,
+        _fwd_pair: Callable,
+        _bwd: Callable,
         q: Tensor,
         k: Tensor,
         v: Tensor,
@@ -197,14 +213,13 @@ class _ChunkGlaFunction(torch.autograd.Function):
         output_final_state: bool,
     ) -> tuple[Tensor, Tensor | None]:
         if output_final_state:
-            output, h, final_state = _chunk_gla_fwd_with_state(
-                q, k, v, g, scale, initial_state, cu_seqlens
-            )
+            output, h, final_state = _fwd_pair(q, k, v, g, scale, initial_state, cu_seqlens)
         else:
-            output, h = _chunk_gla_fwd(q, k, v, g, scale, initial_state, cu_seqlens)
+            output, h = _fwd(q, k, v, g, scale, initial_state, cu_seqlens)
             final_state = None
         ctx.save_for_backward(q, k, v, g, initial_state, cu_seqlens, h)
         ctx.scale = scale
+        ctx._bwd = _bwd
         return output, final_state
 
     @staticmethod
@@ -214,101 +229,13 @@ class _ChunkGlaFunction(torch.autograd.Function):
     ) -> tuple[Tensor | None, ...]:
         q, k, v, g, initial_state, cu_seqlens, h = ctx.saved_tensors
         scale = ctx.scale
-        grad_q, grad_k, grad_v, grad_g, grad_initial_state = _chunk_gla_bwd(
+        grad_q, grad_k, grad_v, grad_g, grad_initial_state = ctx._bwd(
             q, k, v, g, scale, initial_state, cu_seqlens, grad_output, grad_final_state, h
         )
         return (
-            grad_q,
-            grad_k,
-            grad_v,
-            grad_g,
-            None,
-            grad_initial_state if initial_state is not None else None,
             None,
             None,
-        )
-
-
-# Note [eager fast path]: eager calls reach the shims below without the dispatcher (see
-# _runtime.direct_ok for when the dispatcher still runs).
-
-
-def _chunk_gla_fwd_direct(
-    q: Tensor,
-    k: Tensor,
-    v: Tensor,
-    g: Tensor,
-    scale: float | None = None,
-    initial_state: Tensor | None = None,
-    cu_seqlens: Tensor | None = None,
-) -> tuple[Tensor, Tensor]:
-    return _chunk_gla_fwd_impl(q, k, v, g, scale, initial_state, cu_seqlens)
-
-
-def _chunk_gla_fwd_with_state_direct(
-    q: Tensor,
-    k: Tensor,
-    v: Tensor,
-    g: Tensor,
-    scale: float | None = None,
-    initial_state: Tensor | None = None,
-    cu_seqlens: Tensor | None = None,
-) -> tuple[Tensor, Tensor, Tensor]:
-    return _chunk_gla_fwd_with_state_impl(q, k, v, g, scale, initial_state, cu_seqlens)
-
-
-def _chunk_gla_bwd_direct(
-    q: Tensor,
-    k: Tensor,
-    v: Tensor,
-    g: Tensor,
-    scale: float | None,
-    initial_state: Tensor | None,
-    cu_seqlens: Tensor | None,
-    grad_output: Tensor,
-    grad_final_state: Tensor | None,
-    h: Tensor,
-) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor]:
-    return _chunk_gla_bwd_impl(
-        q, k, v, g, scale, initial_state, cu_seqlens, grad_output, grad_final_state, h
-    )
-
-
-class _ChunkGlaDirectFunction(torch.autograd.Function):
-    @staticmethod
-    def forward(
-        ctx,
-        q: Tensor,
-        k: Tensor,
-        v: Tensor,
-        g: Tensor,
-        scale: float | None,
-        initial_state: Tensor | None,
-        cu_seqlens: Tensor | None,
-        output_final_state: bool,
-    ) -> tuple[Tensor, Tensor | None]:
-        if output_final_state:
-            output, h, final_state = _chunk_gla_fwd_with_state_direct(
-                q, k, v, g, scale, initial_state, cu_seqlens
-            )
-        else:
-            output, h = _chunk_gla_fwd_direct(q, k, v, g, scale, initial_state, cu_seqlens)
-            final_state = None
-        ctx.save_for_backward(q, k, v, g, initial_state, cu_seqlens, h)
-        ctx.scale = scale
-        return output, final_state
-
-    @staticmethod
-    @torch.autograd.function.once_differentiable
-    def backward(
-        ctx, grad_output: Tensor, grad_final_state: Tensor | None
-    ) -> tuple[Tensor | None, ...]:
-        q, k, v, g, initial_state, cu_seqlens, h = ctx.saved_tensors
-        scale = ctx.scale
-        grad_q, grad_k, grad_v, grad_g, grad_initial_state = _chunk_gla_bwd_direct(
-            q, k, v, g, scale, initial_state, cu_seqlens, grad_output, grad_final_state, h
-        )
-        return (
+            None,
             grad_q,
             grad_k,
             grad_v,
@@ -352,7 +279,7 @@ def chunk_gla(
         k: ``[B, T, H, K]``, dtype of ``q``.
         v: ``[B, T, H, V]``, dtype of ``q``.
         g: ``[B, T, H]``, float32.
-        scale: ``float?``. Default: ``None``.
+        scale: ``float | None``. Default: ``None``.
         initial_state: ``[N, H, K, V]``, float32, optional.
         output_final_state: also return final_state.
         cu_seqlens: ``[S]``, int32 | int64, optional.
@@ -480,6 +407,8 @@ def chunk_gla(
         raise _constraint_error(
             "chunk_gla", "q and k need K >= 1 (the default scale is K ** -0.5)", K=K
         )
+    # Note [eager fast path]: eager calls reach the shims without the dispatcher (see
+    # _runtime.direct_ok for when the dispatcher still runs).
     if not torch.compiler.is_compiling() and _direct_ok(q, k, v, g, initial_state, cu_seqlens):
         if torch.is_grad_enabled() and (
             q.requires_grad
@@ -488,20 +417,40 @@ def chunk_gla(
             or g.requires_grad
             or (initial_state is not None and initial_state.requires_grad)
         ):
-            output, final_state = _ChunkGlaDirectFunction.apply(
-                q, k, v, g, scale, initial_state, cu_seqlens, output_final_state
+            output, final_state = _ChunkGlaFunction.apply(
+                _chunk_gla_fwd_impl,
+                _chunk_gla_fwd_with_state_impl,
+                _chunk_gla_bwd_impl,
+                q,
+                k,
+                v,
+                g,
+                scale,
+                initial_state,
+                cu_seqlens,
+                output_final_state,
             )
         else:
             if output_final_state:
-                output, h, final_state = _chunk_gla_fwd_with_state_direct(
+                output, h, final_state = _chunk_gla_fwd_with_state_impl(
                     q, k, v, g, scale, initial_state, cu_seqlens
                 )
             else:
-                output, h = _chunk_gla_fwd_direct(q, k, v, g, scale, initial_state, cu_seqlens)
+                output, h = _chunk_gla_fwd_impl(q, k, v, g, scale, initial_state, cu_seqlens)
                 final_state = None
         return ChunkGlaOutput(output, final_state)
     output, final_state = _ChunkGlaFunction.apply(
-        q, k, v, g, scale, initial_state, cu_seqlens, output_final_state
+        _chunk_gla_fwd,
+        _chunk_gla_fwd_with_state,
+        _chunk_gla_bwd,
+        q,
+        k,
+        v,
+        g,
+        scale,
+        initial_state,
+        cu_seqlens,
+        output_final_state,
     )
     return ChunkGlaOutput(output, final_state)
 

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import NamedTuple
 
 import torch
@@ -40,7 +41,7 @@ def _gate_bwd_impl(
     lower_bound: float,
 ) -> tuple[Tensor, Tensor, Tensor]:
     if g.is_cuda and g.get_device() != _cuda_device():
-        # Note [device guard] (_runtime): the kernels launch on the current device.
+        # See Note [device guard] (_runtime).
         with torch.cuda.device(g.get_device()):
             return _gate_bwd_impl(g, A_log, dt_bias, grad_out, kind, lower_bound)
     return _launcher("attnops_kernels.gate.triton:gate_bwd")(
@@ -61,14 +62,25 @@ _GATE_KIND_VALUES = ("softplus", "lower_bound")
 
 
 class _GateFunction(torch.autograd.Function):
+    # Note [stage callables]: the stages come first: the dispatcher path passes the registered
+    # operators, the eager fast path the shims registered for them (Note [eager fast path]).
+
     @staticmethod
     def forward(
-        ctx, g: Tensor, A_log: Tensor | None, dt_bias: Tensor | None, kind: str, lower_bound: float
+        ctx,
+        _fwd: Callable,
+        _bwd: Callable,
+        g: Tensor,
+        A_log: Tensor | None,
+        dt_bias: Tensor | None,
+        kind: str,
+        lower_bound: float,
     ) -> Tensor:
-        out = _gate_fwd(g, A_log, dt_bias, kind, lower_bound)
+        out = _fwd(g, A_log, dt_bias, kind, lower_bound)
         ctx.save_for_backward(g, A_log, dt_bias)
         ctx.kind = kind
         ctx.lower_bound = lower_bound
+        ctx._bwd = _bwd
         return out
 
     @staticmethod
@@ -77,62 +89,10 @@ class _GateFunction(torch.autograd.Function):
         g, A_log, dt_bias = ctx.saved_tensors
         kind = ctx.kind
         lower_bound = ctx.lower_bound
-        grad_g, grad_A_log, grad_dt_bias = _gate_bwd(g, A_log, dt_bias, grad_out, kind, lower_bound)
+        grad_g, grad_A_log, grad_dt_bias = ctx._bwd(g, A_log, dt_bias, grad_out, kind, lower_bound)
         return (
-            grad_g,
-            grad_A_log if A_log is not None else None,
-            grad_dt_bias if dt_bias is not None else None,
             None,
             None,
-        )
-
-
-# Note [eager fast path]: eager calls reach the shims below without the dispatcher (see
-# _runtime.direct_ok for when the dispatcher still runs).
-
-
-def _gate_fwd_direct(
-    g: Tensor,
-    A_log: Tensor | None = None,
-    dt_bias: Tensor | None = None,
-    kind: str = "softplus",
-    lower_bound: float = -5.0,
-) -> Tensor:
-    return _gate_fwd_impl(g, A_log, dt_bias, kind, lower_bound)
-
-
-def _gate_bwd_direct(
-    g: Tensor,
-    A_log: Tensor | None,
-    dt_bias: Tensor | None,
-    grad_out: Tensor,
-    kind: str,
-    lower_bound: float,
-) -> tuple[Tensor, Tensor, Tensor]:
-    return _gate_bwd_impl(g, A_log, dt_bias, grad_out, kind, lower_bound)
-
-
-class _GateDirectFunction(torch.autograd.Function):
-    @staticmethod
-    def forward(
-        ctx, g: Tensor, A_log: Tensor | None, dt_bias: Tensor | None, kind: str, lower_bound: float
-    ) -> Tensor:
-        out = _gate_fwd_direct(g, A_log, dt_bias, kind, lower_bound)
-        ctx.save_for_backward(g, A_log, dt_bias)
-        ctx.kind = kind
-        ctx.lower_bound = lower_bound
-        return out
-
-    @staticmethod
-    @torch.autograd.function.once_differentiable
-    def backward(ctx, grad_out: Tensor) -> tuple[Tensor | None, ...]:
-        g, A_log, dt_bias = ctx.saved_tensors
-        kind = ctx.kind
-        lower_bound = ctx.lower_bound
-        grad_g, grad_A_log, grad_dt_bias = _gate_bwd_direct(
-            g, A_log, dt_bias, grad_out, kind, lower_bound
-        )
-        return (
             grad_g,
             grad_A_log if A_log is not None else None,
             grad_dt_bias if dt_bias is not None else None,
@@ -232,17 +192,21 @@ def gate(
         raise _scalar_error("gate", "lower_bound", "float", lower_bound)
     if kind not in _GATE_KIND_VALUES:
         raise _value_error("gate", "kind", _GATE_KIND_VALUES, kind)
+    # Note [eager fast path]: eager calls reach the shims without the dispatcher (see
+    # _runtime.direct_ok for when the dispatcher still runs).
     if not torch.compiler.is_compiling() and _direct_ok(g, A_log, dt_bias):
         if torch.is_grad_enabled() and (
             g.requires_grad
             or (A_log is not None and A_log.requires_grad)
             or (dt_bias is not None and dt_bias.requires_grad)
         ):
-            out = _GateDirectFunction.apply(g, A_log, dt_bias, kind, lower_bound)
+            out = _GateFunction.apply(
+                _gate_fwd_impl, _gate_bwd_impl, g, A_log, dt_bias, kind, lower_bound
+            )
         else:
-            out = _gate_fwd_direct(g, A_log, dt_bias, kind, lower_bound)
+            out = _gate_fwd_impl(g, A_log, dt_bias, kind, lower_bound)
         return GateOutput(out)
-    out = _GateFunction.apply(g, A_log, dt_bias, kind, lower_bound)
+    out = _GateFunction.apply(_gate_fwd, _gate_bwd, g, A_log, dt_bias, kind, lower_bound)
     return GateOutput(out)
 
 

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import NamedTuple
 
 import torch
@@ -43,11 +44,10 @@ def _l2norm_fwd_cpu(x: Tensor, eps: float = 1e-06) -> tuple[Tensor, Tensor]:
 
 def _l2norm_bwd_cuda(grad_y: Tensor, x: Tensor, rstd: Tensor) -> Tensor:
     if grad_y.is_cuda and grad_y.get_device() != _cuda_device():
-        # Note [device guard] (_runtime): the kernels launch on the current device.
+        # See Note [device guard] (_runtime).
         with torch.cuda.device(grad_y.get_device()):
             return _l2norm_bwd_cuda(grad_y, x, rstd)
-    # Note [backend selection]: the first backend, in declared order, that is installed, enabled
-    # and whose layout contract these tensors meet (see _layout).
+    # See Note [backend selection].
     if (
         _backend_available("cutedsl")
         and _tensor_supports_contiguous_dim(grad_y, -1, None)
@@ -91,49 +91,22 @@ _L2NORM_X_DTYPES = (torch.bfloat16, torch.float16, torch.float32)
 
 
 class _L2normFunction(torch.autograd.Function):
+    # Note [stage callables]: the stages come first: the dispatcher path passes the registered
+    # operators, the eager fast path the shims registered for them (Note [eager fast path]).
+
     @staticmethod
-    def forward(ctx, x: Tensor, eps: float) -> Tensor:
-        y, rstd = _l2norm_fwd(x, eps)
+    def forward(ctx, _fwd: Callable, _bwd: Callable, x: Tensor, eps: float) -> Tensor:
+        y, rstd = _fwd(x, eps)
         ctx.save_for_backward(x, rstd)
+        ctx._bwd = _bwd
         return y
 
     @staticmethod
     @torch.autograd.function.once_differentiable
     def backward(ctx, grad_y: Tensor) -> tuple[Tensor | None, ...]:
         x, rstd = ctx.saved_tensors
-        grad_x = _l2norm_bwd(grad_y, x, rstd)
-        return grad_x, None
-
-
-# Note [eager fast path]: eager calls reach the shims below without the dispatcher (see
-# _runtime.direct_ok for when the dispatcher still runs).
-
-
-def _l2norm_fwd_direct(x: Tensor, eps: float = 1e-06) -> tuple[Tensor, Tensor]:
-    if x.is_cuda:
-        return _l2norm_fwd_cuda(x, eps)
-    return _l2norm_fwd_cpu(x, eps)
-
-
-def _l2norm_bwd_direct(grad_y: Tensor, x: Tensor, rstd: Tensor) -> Tensor:
-    if grad_y.is_cuda:
-        return _l2norm_bwd_cuda(grad_y, x, rstd)
-    return _l2norm_bwd_cpu(grad_y, x, rstd)
-
-
-class _L2normDirectFunction(torch.autograd.Function):
-    @staticmethod
-    def forward(ctx, x: Tensor, eps: float) -> Tensor:
-        y, rstd = _l2norm_fwd_direct(x, eps)
-        ctx.save_for_backward(x, rstd)
-        return y
-
-    @staticmethod
-    @torch.autograd.function.once_differentiable
-    def backward(ctx, grad_y: Tensor) -> tuple[Tensor | None, ...]:
-        x, rstd = ctx.saved_tensors
-        grad_x = _l2norm_bwd_direct(grad_y, x, rstd)
-        return grad_x, None
+        grad_x = ctx._bwd(grad_y, x, rstd)
+        return None, None, grad_x, None
 
 
 class L2normOutput(NamedTuple):
@@ -174,13 +147,19 @@ def l2norm(x: Tensor, eps: float = 1e-06) -> L2normOutput:
         )
     if not isinstance(eps, (float, int, torch.SymFloat, torch.SymInt)) or isinstance(eps, bool):
         raise _scalar_error("l2norm", "eps", "float", eps)
+    # Note [eager fast path]: eager calls reach the shims without the dispatcher (see
+    # _runtime.direct_ok for when the dispatcher still runs).
     if not torch.compiler.is_compiling() and _direct_ok(x):
-        if torch.is_grad_enabled() and x.requires_grad:
-            y = _L2normDirectFunction.apply(x, eps)
+        if x.is_cuda:
+            _fwd, _bwd = _l2norm_fwd_cuda, _l2norm_bwd_cuda
         else:
-            y, rstd = _l2norm_fwd_direct(x, eps)
+            _fwd, _bwd = _l2norm_fwd_cpu, _l2norm_bwd_cpu
+        if torch.is_grad_enabled() and x.requires_grad:
+            y = _L2normFunction.apply(_fwd, _bwd, x, eps)
+        else:
+            y, rstd = _fwd(x, eps)
         return L2normOutput(y)
-    y = _L2normFunction.apply(x, eps)
+    y = _L2normFunction.apply(_l2norm_fwd, _l2norm_bwd, x, eps)
     return L2normOutput(y)
 
 

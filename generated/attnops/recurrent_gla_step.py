@@ -57,16 +57,6 @@ _RECURRENT_GLA_STEP_Q_DTYPES = (torch.bfloat16, torch.float16, torch.float32)
 _RECURRENT_GLA_STEP_G_DTYPES = (torch.float32,)
 
 
-# Note [eager fast path]: eager calls reach the shims below without the dispatcher (see
-# _runtime.direct_ok for when the dispatcher still runs).
-
-
-def _recurrent_gla_step_fwd_direct(
-    state: Tensor, q: Tensor, k: Tensor, v: Tensor, g: Tensor, scale: float
-) -> Tensor:
-    return _recurrent_gla_step_fwd_impl(state, q, k, v, g, scale)
-
-
 class RecurrentGlaStepOutput(NamedTuple):
     """Result of :func:`recurrent_gla_step`."""
 
@@ -180,12 +170,14 @@ def recurrent_gla_step(
         raise _scalar_error("recurrent_gla_step", "scale", "float", scale)
     if not torch.compiler.is_compiling():
         _check_mutated("recurrent_gla_step", "state", state, {"q": q, "k": k, "v": v, "g": g})
+    # Note [eager fast path]: eager calls reach the shims without the dispatcher (see
+    # _runtime.direct_ok for when the dispatcher still runs).
     if not torch.compiler.is_compiling() and _direct_ok(state, q, k, v, g):
         # Note [grad mode on the fast path] (_runtime).
         _grad = _grad_enabled()
         _set_grad_enabled(False)
         try:
-            output = _recurrent_gla_step_fwd_direct(state, q, k, v, g, scale)
+            output = _recurrent_gla_step_fwd_impl(state, q, k, v, g, scale)
         finally:
             _set_grad_enabled(_grad)
         torch.autograd.graph.increment_version(state)

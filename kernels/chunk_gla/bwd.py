@@ -14,6 +14,7 @@ from .common import (
     _rows,
     _slot_chunk,
     _slot_uncovered,
+    _span,
     _stored_decay,
     _zero_block,
 )
@@ -85,7 +86,8 @@ def _gla_bwd_dqk_kernel(
 
         if live:
             t, m_t = _chunk_tokens(bos, eos, i_c, o_t, BT)
-            b_G, b_GL = _stored_decay(gc + (i_b * H + i_h) * T, t, m_t, bos, eos, i_c, BT)
+            p_g0 = gc + (i_b * H + i_h) * (2 * T)
+            b_G, b_C, b_GL, b_CL = _stored_decay(p_g0, t, m_t, bos, eos, i_c, T, BT)
             p_s = (i_s.to(tl.int64) * H + i_h) * (K * V) + o_k[:, None] * V
             p_q = _head_ptr(q, i_b, i_h, q_st, o_k) + t[:, None] * q_st[1]
             p_k = _head_ptr(k, i_b, i_h, k_st, o_k) + t[:, None] * k_st[1]
@@ -101,9 +103,9 @@ def _gla_bwd_dqk_kernel(
             b_k = tl.load(p_k, mask=m_tk, other=0.0)
             if FUSE_DV:
                 b_qk = _dot(b_q, tl.trans(b_k), DT, MODE)
-                b_D = _causal_decay(b_G, causal, False) * scale
+                b_D = _causal_decay(b_G, b_C, causal, False) * scale
                 b_AtD = _cast(tl.trans(b_qk * b_D), DT, MODE)
-                b_dec = tl.where(m_t, tl.exp(b_GL - b_G), 0.0)
+                b_dec = tl.where(m_t, tl.exp(_span(b_GL, b_CL, b_G, b_C)), 0.0)
                 b_kd = _cast(b_k.to(tl.float32) * b_dec[:, None], DT, MODE)
             b_dA = tl.zeros([BT, BT], dtype=tl.float32)
             b_dqs = tl.zeros([BT, BK], dtype=tl.float32)
@@ -131,10 +133,10 @@ def _gla_bwd_dqk_kernel(
 
             if not FUSE_DV:
                 b_qk = _dot(b_q, tl.trans(b_k), DT, MODE)
-                b_D = _causal_decay(b_G, causal, False) * scale
+                b_D = _causal_decay(b_G, b_C, causal, False) * scale
             b_dA = b_dA * b_D
             b_dqs = b_dqs * (tl.exp(b_G) * scale)[:, None]
-            b_dks = b_dks * tl.where(m_t, tl.exp(b_GL - b_G), 0.0)[:, None]
+            b_dks = b_dks * tl.where(m_t, tl.exp(_span(b_GL, b_CL, b_G, b_C)), 0.0)[:, None]
             b_dq = _dot(b_dA, b_k, DT, MODE) + b_dqs
             b_dk = _dot(tl.trans(b_dA), b_q, DT, MODE) + b_dks
 
@@ -189,8 +191,9 @@ def _gla_bwd_dv_kernel(
 
         if live:
             t, m_t = _chunk_tokens(bos, eos, i_c, o_t, BT)
-            b_G, b_GL = _stored_decay(gc + (i_b * H + i_h) * T, t, m_t, bos, eos, i_c, BT)
-            b_dec = tl.where(m_t, tl.exp(b_GL - b_G), 0.0)
+            p_g0 = gc + (i_b * H + i_h) * (2 * T)
+            b_G, b_C, b_GL, b_CL = _stored_decay(p_g0, t, m_t, bos, eos, i_c, T, BT)
+            b_dec = tl.where(m_t, tl.exp(_span(b_GL, b_CL, b_G, b_C)), 0.0)
             p_s = (i_s.to(tl.int64) * H + i_h) * (K * V) + o_v[None, :]
             b_At = tl.zeros([BT, BT], dtype=tl.float32)
             b_dv = tl.zeros([BT, BV], dtype=tl.float32)
@@ -210,7 +213,7 @@ def _gla_bwd_dv_kernel(
             # [j, i] = scale * exp(G_i - G_j) for tokens j <= i of the sequence
             both = m_t[:, None] & m_t[None, :]
             causal_t = (o_t[:, None] <= o_t[None, :]) & both
-            b_Dt = _causal_decay(b_G, causal_t, True) * scale
+            b_Dt = _causal_decay(b_G, b_C, causal_t, True) * scale
             p_do = _head_ptr(do, i_b, i_h, do_st, o_v) + t[:, None] * do_st[1]
             m_tv = m_t[:, None] & m_v[None, :]
             b_do = tl.load(p_do, mask=m_tv, other=0.0)

@@ -13,12 +13,20 @@ import triton.language as tl
 # G_i - G_j = -inf - (-inf) = NaN for two tokens after it, and a large finite g (-1e4, -1e10)
 # leaves G_i - G_j for those tokens as the difference of two numbers of that size, whose
 # rounding (an ulp of 1e10 is 1024) makes the decay between them anything from 0 to inf.
-# Floored, every G within a chunk stays above 64 * _G_FLOOR and near a reset within a few
-# hundred, so those differences carry an ulp of a few hundred (1.5e-5), as after g = -100.
-# A NaN g stays NaN. dg is assembled from the decays, as if nothing were floored: at a token
-# whose decay is 0 it is 0 up to rounding, as the reference's exp(g) * (...) is. The cost is
-# one compare and select per token and head where g is read (the cumulative pass and the
-# sequential kernels), none in the inner products.
+# Floored, every G within a chunk stays above 64 * _G_FLOOR = -7040. That is still far from
+# small: after a run of 40 floored tokens G is near -4400, where a float32 ulp is 4.9e-4, and a
+# float32 cumulative sum rounds every later g to it, so the decays between the later ordinary
+# tokens of the chunk came out up to 8e-4 wrong (so did a run of g = -100, which is no reset).
+# So G is summed in float64 and kept as two float32 numbers, G (the nearest float32) and C
+# (what G leaves out, at most half an ulp of G), and every difference is taken as
+# (G_i - G_j) + (C_i - C_j) (_span): where the decay is not 0 the two G are within 104 of each
+# other, so their difference is exact or small, and the result is right to about 1e-6 wherever
+# the chunk's G lies. A decay from the chunk's start, exp(G), needs no C: where it is not 0,
+# G is small. A NaN g stays NaN. dg is assembled from the decays, as if nothing were floored: at
+# a token whose decay is 0 it is 0 up to rounding, as the reference's exp(g) * (...) is. The
+# cost is one compare and select per token and head where g is read, a float64 cumulative sum
+# per chunk, a second float32 row per chunk where G is stored and read, and two more additions
+# per element of the in-chunk decay matrix; none in the inner products.
 _G_FLOOR = tl.constexpr(-110.0)
 
 
@@ -214,28 +222,47 @@ def _floored(b_g):
 
 
 @triton.jit
+def _cumulative(b_g):
+    # Cumulative sum of b_g along axis 0 as G + C: G the float32 nearest the float64 sum, C
+    # what G leaves out (Note [log-decay floor]).
+    b_S = tl.cumsum(b_g.to(tl.float64), axis=0)
+    b_G = b_S.to(tl.float32)
+    return b_G, (b_S - b_G.to(tl.float64)).to(tl.float32)
+
+
+@triton.jit
+def _span(b_Gi, b_Ci, b_Gj, b_Cj):
+    # G_i - G_j of two compensated cumulative log-decays (Note [log-decay floor]).
+    return (b_Gi - b_Gj) + (b_Ci - b_Cj)
+
+
+@triton.jit
 def _chunk_decay(p_g0, t, s_gt, m_t, o_t, BT: tl.constexpr):
-    # In-chunk cumulative log-decay G and its last entry G_L from g itself (padding has g = 0,
-    # so exp(G_L - G_t) is exactly 1 at the last token).
+    # In-chunk cumulative log-decay G + C and its last entry G_L + C_L from g itself (padding
+    # has g = 0, so exp(G_L - G_t) is exactly 1 at the last token).
     b_g = _floored(tl.load(p_g0 + t * s_gt, mask=m_t, other=0.0).to(tl.float32))
-    b_G = tl.cumsum(b_g, axis=0)
-    b_GL = tl.sum(tl.where(o_t == BT - 1, b_G, 0.0), axis=0)
-    return b_G, b_GL
+    b_G, b_C = _cumulative(b_g)
+    last = o_t == BT - 1
+    b_GL = tl.sum(tl.where(last, b_G, 0.0), axis=0)
+    b_CL = tl.sum(tl.where(last, b_C, 0.0), axis=0)
+    return b_G, b_C, b_GL, b_CL
 
 
 @triton.jit
-def _stored_decay(p_g0, t, m_t, bos, eos, i_c, BT: tl.constexpr):
-    # G and G_L of chunk i_c as _gla_fwd_g_kernel stored them (p_g0: the head's row of gc).
+def _stored_decay(p_g0, t, m_t, bos, eos, i_c, T, BT: tl.constexpr):
+    # _chunk_decay's four values of chunk i_c as _gla_fwd_g_kernel stored them (p_g0: the
+    # head's two rows of gc, G then C).
     b_G = tl.load(p_g0 + t, mask=m_t, other=0.0)
-    b_GL = tl.load(p_g0 + tl.minimum(bos + i_c * BT + BT, eos) - 1)
-    return b_G, b_GL
+    b_C = tl.load(p_g0 + T + t, mask=m_t, other=0.0)
+    p_L = p_g0 + tl.minimum(bos + i_c * BT + BT, eos) - 1
+    return b_G, b_C, tl.load(p_L), tl.load(p_L + T)
 
 
 @triton.jit
-def _causal_decay(b_G, mask, TRANS: tl.constexpr):
+def _causal_decay(b_G, b_C, mask, TRANS: tl.constexpr):
     # [i, j] = exp(G_i - G_j) where mask (query i, key j), else 0; TRANS: [j, i] instead.
     if TRANS:
-        r = tl.exp(tl.where(mask, b_G[None, :] - b_G[:, None], float("-inf")))
+        span = _span(b_G[None, :], b_C[None, :], b_G[:, None], b_C[:, None])
     else:
-        r = tl.exp(tl.where(mask, b_G[:, None] - b_G[None, :], float("-inf")))
-    return r
+        span = _span(b_G[:, None], b_C[:, None], b_G[None, :], b_C[None, :])
+    return tl.exp(tl.where(mask, span, float("-inf")))

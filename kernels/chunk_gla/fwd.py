@@ -8,6 +8,7 @@ from .common import (
     _cast,
     _causal_decay,
     _chunk_tokens,
+    _cumulative,
     _descents,
     _dot,
     _floored,
@@ -25,10 +26,11 @@ from .common import (
 def _gla_fwd_g_kernel(
     g, gc, cu, flag, T, H, N, NT, g_st, BT: tl.constexpr, BH: tl.constexpr, USE_CU: tl.constexpr
 ):
-    # Grid (state slots, head blocks). gc[b, h, t] (contiguous [B, H, T]) gets the cumulative
-    # log-decay of token t within its chunk, chunks starting at each sequence's first token, for
-    # every token that a sequence covers; with packed sequences the first program also records
-    # in flag whether the offsets ever fall.
+    # Grid (state slots, head blocks). gc[b, h, 0, t] (contiguous [B, H, 2, T]) gets the
+    # cumulative log-decay of token t within its chunk, chunks starting at each sequence's first
+    # token, for every token that a sequence covers, and gc[b, h, 1, t] its compensation (Note
+    # [log-decay floor]); with packed sequences the first program also records in flag whether
+    # the offsets ever fall.
     i_s = tl.program_id(0)
     i_hb = tl.program_id(1)
     if USE_CU:
@@ -48,8 +50,10 @@ def _gla_fwd_g_kernel(
         m = m_t[:, None] & (o_h < H)[None, :]
         p_g = g + i_b * g_st[0] + t[:, None] * g_st[1] + o_h[None, :] * g_st[2]
         b_g = _floored(tl.load(p_g, mask=m, other=0.0).to(tl.float32))
-        p_gc = gc + (i_b * H + o_h[None, :]) * T + t[:, None]
-        tl.store(p_gc, tl.cumsum(b_g, axis=0), mask=m)
+        p_gc = gc + (i_b * H + o_h[None, :]) * (2 * T) + t[:, None]
+        b_G, b_C = _cumulative(b_g)
+        tl.store(p_gc, b_G, mask=m)
+        tl.store(p_gc + T, b_C, mask=m)
 
 
 @triton.jit
@@ -77,7 +81,9 @@ def _gla_fwd_o_kernel(
 
     if live:
         t, m_t = _chunk_tokens(bos, eos, i_c, o_t, BT)
-        b_G = tl.load(gc + (i_b * H + i_h) * T + t, mask=m_t, other=0.0)
+        p_g0 = gc + (i_b * H + i_h) * (2 * T)
+        b_G = tl.load(p_g0 + t, mask=m_t, other=0.0)
+        b_C = tl.load(p_g0 + T + t, mask=m_t, other=0.0)
         p_v = _head_ptr(v, i_b, i_h, v_st, o_v) + t[:, None] * v_st[1]
         b_v = tl.load(p_v, mask=m_t[:, None] & m_v[None, :], other=0.0)
         p_h = h + (i_s.to(tl.int64) * H + i_h) * (K * V) + o_v[None, :]
@@ -95,7 +101,7 @@ def _gla_fwd_o_kernel(
             b_o += _dot(b_q, b_h, DT, MODE)
             b_A += _dot(b_q, b_kT, DT, MODE)
 
-        b_D = _causal_decay(b_G, o_t[:, None] >= o_t[None, :], False)
+        b_D = _causal_decay(b_G, b_C, o_t[:, None] >= o_t[None, :], False)
         b_A = b_A * b_D * scale
         b_o = b_o * (tl.exp(b_G) * scale)[:, None] + _dot(b_A, b_v, DT, MODE)
         p_o = o + _rows(i_b * T + t, i_h, H, V, o_v)

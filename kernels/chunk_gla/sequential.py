@@ -18,6 +18,7 @@ from .common import (
     _load_state,
     _rows,
     _seq_bounds,
+    _span,
     _state_offsets,
     _tile_offsets,
 )
@@ -108,16 +109,16 @@ def _gla_fwd_kernel(
         b_q = tl.load(p_q0 + t[:, None] * q_st[1], mask=m_t[:, None] & m_k[None, :], other=0.0)
         b_k = tl.load(p_k0 + t[:, None] * k_st[1], mask=m_t[:, None] & m_k[None, :], other=0.0)
         b_v = tl.load(p_v0 + t[:, None] * v_st[1], mask=m_t[:, None] & m_v[None, :], other=0.0)
-        b_G, b_GL = _chunk_decay(p_g0, t, g_st[1], m_t, o_t, BT)
+        b_G, b_C, b_GL, b_CL = _chunk_decay(p_g0, t, g_st[1], m_t, o_t, BT)
 
-        b_D = _causal_decay(b_G, causal, False)
+        b_D = _causal_decay(b_G, b_C, causal, False)
         b_A = _dot(b_q, tl.trans(b_k), DT, MODE) * b_D * scale
         b_qg = b_q.to(tl.float32) * (tl.exp(b_G) * scale)[:, None]
         b_o = _dot(b_qg, b_s, DT, MODE) + _dot(b_A, b_v, DT, MODE)
         p_o = o + _rows(i_b * T + t, i_h, H, V, o_v)
         tl.store(p_o, _cast(b_o, o.dtype.element_ty, MODE), mask=m_t[:, None] & m_v[None, :])
 
-        b_kg = b_k.to(tl.float32) * tl.exp(b_GL - b_G)[:, None]
+        b_kg = b_k.to(tl.float32) * tl.exp(_span(b_GL, b_CL, b_G, b_C))[:, None]
         b_s = b_s * tl.exp(b_GL) + _dot(tl.trans(b_kg), b_v, DT, MODE)
 
     if STORE_HT:
@@ -159,14 +160,14 @@ def _gla_bwd_dkv_kernel(
         b_k = tl.load(p_k0 + t[:, None] * k_st[1], mask=m_tk, other=0.0)
         b_v = tl.load(p_v0 + t[:, None] * v_st[1], mask=m_tv, other=0.0)
         b_do = tl.load(p_do0 + t[:, None] * do_st[1], mask=m_tv, other=0.0)
-        b_G, b_GL = _chunk_decay(p_g0, t, g_st[1], m_t, o_t, BT)
+        b_G, b_C, b_GL, b_CL = _chunk_decay(p_g0, t, g_st[1], m_t, o_t, BT)
 
         # [j, i] = scale * exp(G_i - G_j) for j <= i
-        b_Dt = _causal_decay(b_G, causal_t, True) * scale
+        b_Dt = _causal_decay(b_G, b_C, causal_t, True) * scale
         b_At = _dot(b_k, tl.trans(b_q), DT, MODE) * b_Dt
         b_W = _dot(b_v, tl.trans(b_do), DT, MODE)
         b_dAt = b_W * b_Dt
-        b_dec = tl.exp(b_GL - b_G)
+        b_dec = tl.exp(_span(b_GL, b_CL, b_G, b_C))
 
         b_kg = b_k.to(tl.float32) * b_dec[:, None]
         b_dv = _dot(b_At, b_do, DT, MODE) + _dot(b_kg, b_ds, DT, MODE)
@@ -225,9 +226,9 @@ def _gla_bwd_dq_kernel(
         b_k = tl.load(p_k0 + t[:, None] * k_st[1], mask=m_tk, other=0.0)
         b_v = tl.load(p_v0 + t[:, None] * v_st[1], mask=m_tv, other=0.0)
         b_do = tl.load(p_do0 + t[:, None] * do_st[1], mask=m_tv, other=0.0)
-        b_G, b_GL = _chunk_decay(p_g0, t, g_st[1], m_t, o_t, BT)
+        b_G, b_C, b_GL, b_CL = _chunk_decay(p_g0, t, g_st[1], m_t, o_t, BT)
 
-        b_D = _causal_decay(b_G, causal, False) * scale
+        b_D = _causal_decay(b_G, b_C, causal, False) * scale
         b_dA = _dot(b_do, tl.trans(b_v), DT, MODE) * b_D
         b_dq_inter = _dot(b_do, tl.trans(b_s), DT, MODE) * (tl.exp(b_G) * scale)[:, None]
         b_dq = _dot(b_dA, b_k, DT, MODE) + b_dq_inter
@@ -241,7 +242,7 @@ def _gla_bwd_dq_kernel(
         b_dG = tl.load(p_dg, mask=m_t, other=0.0) + tl.sum(b_q * b_dq_inter, axis=1)
         tl.store(p_dg, b_dG, mask=m_t)
 
-        b_kg = b_k.to(tl.float32) * tl.exp(b_GL - b_G)[:, None]
+        b_kg = b_k.to(tl.float32) * tl.exp(_span(b_GL, b_CL, b_G, b_C))[:, None]
         b_s = b_s * tl.exp(b_GL) + _dot(tl.trans(b_kg), b_v, DT, MODE)
 
     if USE_DHT:

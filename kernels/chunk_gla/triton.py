@@ -159,7 +159,7 @@ def chunk_gla_fwd(
     """Forward of ``chunk_gla``: ``S_t = exp(g_t) S_{t-1} + k_t^T v_t``, ``o_t = scale * q_t S_t``.
 
     Chunks of 64 tokens, in three to five launches: the cumulative log-decay within each chunk
-    (float32 ``[B, H, T]`` scratch); the state at the start of each chunk (``h``, returned for
+    (float32 ``[B, H, 2, T]`` scratch); the state at the start of each chunk (``h``, returned for
     the backward), one program per (sequence, head, state tile) walking its chunks; each chunk's
     output from that state and the causal in-chunk attention, one program per (chunk, head,
     V block); and, with ``cu_seqlens`` only, a walk of each whole sequence that does the work
@@ -226,7 +226,7 @@ def chunk_gla_fwd(
         g = g.to(torch.float32)
     BT, state_cfg, (ok, ov, ow, os_), (fk, fv, fw, fs) = config._fwd_config(K, V, q.dtype)
     mode = config._mode(q.dtype)
-    gc = q.new_empty((B, H, T), dtype=torch.float32)
+    gc = q.new_empty((B, H, 2, T), dtype=torch.float32)
     # The gap slots of packed sequences are never written: zeros keep the returned h defined.
     h = (q.new_zeros if use_cu else q.new_empty)(
         (NS, H, K, V), dtype=q.dtype if mode == 0 else torch.float32
@@ -293,7 +293,7 @@ def chunk_gla_bwd(q, k, v, g, scale: float | None, initial_state, cu_seqlens, do
 
     Mutates nothing. Scratch: one ``[S, H, K, V]`` state tensor, two without a usable ``h``
     (``S`` as for ``h``; ``q``'s dtype for 16-bit inputs on a GPU, else float32), float32
-    ``[B, H, T]`` and, for ``K`` over 64 when ``dv`` has its own launch, ``[K / 64, B, T, H]``;
+    ``[B, H, 2, T]`` and, for ``K`` over 64 when ``dv`` has its own launch, ``[K / 64, B, T, H]``;
     with ``cu_seqlens`` also the fallback's float32 ``NV * (2 * T * H * K + T * H + N * H)``
     (``NV`` = number of V blocks). ``K <= 256`` (``ValueError`` otherwise); ``initial_state``
     or ``dht`` of another shape than ``[N, H, K, V]``: ``ValueError``.
@@ -333,7 +333,7 @@ def chunk_gla_bwd(q, k, v, g, scale: float | None, initial_state, cu_seqlens, do
     NT = cdiv(T, BT)
     NS = config._state_slots(B, T, N, use_cu)
     NKG = cdiv(K, qk)
-    gc = q.new_empty((B, H, T), dtype=torch.float32)
+    gc = q.new_empty((B, H, 2, T), dtype=torch.float32)
     sdt = q.dtype if mode == 0 else torch.float32
     dh = q.new_empty((NS, H, K, V), dtype=sdt)
     dg_part = q.new_empty((NKG, B, T, H), dtype=torch.float32) if NKG > 1 else None

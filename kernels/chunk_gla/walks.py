@@ -12,6 +12,7 @@ from .common import (
     _head_ptr_t,
     _load_state,
     _seq_bounds,
+    _span,
     _state_offsets,
     _stored_decay,
 )
@@ -69,7 +70,7 @@ def _walk(
     b_s = _load_state(s0, s_off, m_s, USE_S0, BK, BV)
     p_a = _head_ptr_t(a, i_b, i_h, a_st, o_k)
     p_b = _head_ptr(b, i_b, i_h, b_st, o_v)
-    p_g = gc + (i_b * H + i_h) * T
+    p_g = gc + (i_b * H + i_h) * (2 * T)
     o_s = o_k[:, None] * V + o_v[None, :]
     DT = a.dtype.element_ty
     b_acc = tl.zeros((), dtype=tl.float32)
@@ -86,11 +87,11 @@ def _walk(
         t, m_t = _chunk_tokens(bos, eos, i_c, tl.arange(0, BT), BT)
         b_aT = tl.load(p_a + t[None, :] * a_st[1], mask=m_k[:, None] & m_t[None, :], other=0.0)
         b_b = tl.load(p_b + t[:, None] * b_st[1], mask=m_t[:, None] & m_v[None, :], other=0.0)
-        b_G, b_GL = _stored_decay(p_g, t, m_t, bos, eos, i_c, BT)
+        b_G, b_C, b_GL, b_CL = _stored_decay(p_g, t, m_t, bos, eos, i_c, T, BT)
         if REVERSE:
             b_w = tl.exp(b_G) * scale
         else:
-            b_w = tl.exp(b_GL - b_G)
+            b_w = tl.exp(_span(b_GL, b_CL, b_G, b_C))
         b_s = b_s * tl.exp(b_GL) + _dot(b_aT.to(tl.float32) * b_w[None, :], b_b, DT, MODE)
         if STEP == 1:
             b_acc += b_GL

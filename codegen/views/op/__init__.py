@@ -1,0 +1,1 @@
+"""Views of a generated operator module, one module per section (see ``module.py``)."""
