@@ -8,11 +8,12 @@
 new ones. Both run under ``TRITON_INTERPRET=1`` on small shapes: float32 and bfloat16, K = V and
 K != V (K over 64 too, for the dv pass of its own), equal-length and packed sequences (valid,
 with an empty sequence, and falling offsets for the sequential kernels), with and without an
-initial state and the final state, T not a multiple of 64, the state walks whole and split into
-segments (thresholds lowered in both modules), the backward given the forward's states and
-recomputing them, and ``chunk_gla_bwd_sequential``. Every result must be equal bit for bit
-(``torch.equal``), and both must launch the same kernels (the split cases the segment kernels);
-prints a line per case and exits 1 on any difference. ``--cases 0,3`` runs only those.
+initial state and the final state, T not a multiple of 64, runs of resets and large log-decays
+in g, the state walks whole and split into segments (thresholds lowered in both modules), the
+backward given the forward's states and recomputing them, and ``chunk_gla_bwd_sequential``.
+Every result must hold the same bits (NaNs too: the chunk states ``h`` of falling offsets hold
+some), and both must launch the same kernels (the split cases the segment kernels); prints a
+line per case and exits 1 on any difference. ``--cases 0,3`` runs only those.
 """
 
 from __future__ import annotations
@@ -68,6 +69,8 @@ CASES = [
     (1, 257, 1, 64, 64, torch.bfloat16, None, True, True, True),
     (1, 200, 1, 100, 40, torch.bfloat16, None, True, True, True),
 ]
+# Cases whose g also holds runs of resets and of large log-decays (Note [log-decay floor]).
+RESETS = {0, 2, 7, 9}
 
 
 def load(path: Path, name: str):
@@ -105,7 +108,7 @@ def launches(module, seen):
         module.launchable = launch
 
 
-def inputs(B, T, H, K, V, dtype, N, seed):
+def inputs(B, T, H, K, V, dtype, N, seed, resets):
     gen = torch.Generator().manual_seed(seed)
 
     def rnd(*shape):
@@ -113,7 +116,20 @@ def inputs(B, T, H, K, V, dtype, N, seed):
 
     q, k, v = rnd(B, T, H, K).to(dtype), rnd(B, T, H, K).to(dtype), rnd(B, T, H, V).to(dtype)
     g = F.logsigmoid(rnd(B, T, H))
+    if resets:
+        g[:, 5:45] = -float("inf")
+        g[:, 70:100:3] = -1e4
     return q, k, v, g, rnd(N, H, K, V), rnd(B, T, H, V).to(dtype), rnd(N, H, K, V)
+
+
+def same_bits(a, b) -> bool:
+    """Whether a and b are both None or hold the same bits (NaNs included) in the same shape."""
+    if a is None or b is None:
+        return a is b
+    if a.dtype != b.dtype or a.shape != b.shape:
+        return False
+    bits = {2: torch.int16, 4: torch.int32, 8: torch.int64}[a.element_size()]
+    return torch.equal(a.contiguous().view(bits), b.contiguous().view(bits))
 
 
 def run(m, x, cu, h0, final):
@@ -146,7 +162,7 @@ def main() -> int:
         B, T, H, K, V, dtype, cu, h0, final, split = CASES[i]
         cut = None if cu is None else torch.tensor(cu, dtype=torch.int32)
         N = B if cu is None else len(cu) - 1
-        x = inputs(B, T, H, K, V, dtype, N, seed=i)
+        x = inputs(B, T, H, K, V, dtype, N, seed=i, resets=i in RESETS)
         with (
             thresholds(old, SPLIT if split else {}),
             thresholds(config, SPLIT if split else {}),
@@ -156,12 +172,7 @@ def main() -> int:
                 a = run(old, x, cut, h0, final)
             with launches(new, seen_b):
                 b = run(new, x, cut, h0, final)
-        differ = [
-            name
-            for name in a
-            if not (a[name] is None and b[name] is None)
-            and (a[name] is None or b[name] is None or not torch.equal(a[name], b[name]))
-        ]
+        differ = [name for name in a if not same_bits(a[name], b[name])]
         if seen_a != seen_b:
             differ.append(f"kernels launched {sorted(seen_a ^ seen_b)}")
         if split != (SEGMENTED <= seen_b):
@@ -169,6 +180,7 @@ def main() -> int:
         bad += bool(differ)
         label = f"B{B} T{T} H{H} K{K} V{V} {str(dtype)[6:]} cu={cu} h0={h0} final={final}"
         label += " split" if split else ""
+        label += " resets" if i in RESETS else ""
         print(f"{'ok  ' if not differ else 'DIFF'} {label}: {len(a)} results", end="")
         print(f", differ: {', '.join(differ)}" if differ else "", flush=True)
     print(f"{len(chosen) - bad} of {len(chosen)} cases equal bit for bit")
