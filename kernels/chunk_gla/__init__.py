@@ -1,1 +1,1 @@
-"""The ``chunk_gla`` operator: Triton launchers (``triton.py``) and the float32 reference (``reference.py``)."""
+"""The ``chunk_gla`` operator: Triton launchers (``triton.py``; their kernels in ``fwd.py``, ``walks.py``, ``bwd.py`` and ``sequential.py`` over the jit helpers of ``common.py``, their launch configurations in ``config.py``) and the float32 reference (``reference.py``)."""
