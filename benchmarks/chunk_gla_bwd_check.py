@@ -16,9 +16,7 @@ absolute error relative to the largest reference gradient.
 On a GPU the full set runs, then, for each shape of the suite (bf16, ``g = logsigmoid(randn)``,
 no states), the GPU time of the forward and of the backward (given the forward's chunk states,
 as autograd calls it) by CUDA-graph replay, of the backward recomputing the chunk states (its
-two state walks in one launch, and in separate launches), of the backward with dv in its own pass
-(not in the dq/dk/dg pass) and of the sequential backward it
-replaced (``chunk_gla_bwd_sequential``), and the largest difference between the chunked and the
+two state walks in one launch) and of the sequential backward it replaced (``chunk_gla_bwd_sequential``), and the largest difference between the chunked and the
 sequential backward relative to the largest gradient (BAD above 2e-2, which flags a miscompile):
 a markdown table, then the registers and spills of the compiled kernels. Exit status 1 when a
 check fails or a row is BAD.
@@ -39,11 +37,11 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 try:
-    from attnops_kernels.chunk_gla import reference
+    from attnops_kernels.chunk_gla import config, reference
     from attnops_kernels.chunk_gla import triton as mod
 except ImportError:
     sys.path.insert(0, str(ROOT))
-    from kernels.chunk_gla import reference
+    from kernels.chunk_gla import config, reference
     from kernels.chunk_gla import triton as mod
 
 SHAPES = [
@@ -243,43 +241,9 @@ def check_autograd_ref(device):
     )
 
 
-def unfused(fn):
-    """fn() with the backward's two state walks launched one after the other."""
-    mod._BWD_STATES_FUSED = False
-    try:
-        return fn()
-    finally:
-        mod._BWD_STATES_FUSED = True
-
-
-def dv_apart(fn):
-    """fn() with dv computed in its own pass rather than in the dq/dk/dg pass."""
-    mod._BWD_FUSED_DV = False
-    mod._bwd_config.cache_clear()
-    try:
-        return fn()
-    finally:
-        mod._BWD_FUSED_DV = True
-        mod._bwd_config.cache_clear()
-
-
-def check_unfused(device):
-    """The state walks give the same results bit for bit in one launch or in two."""
-    gen = torch.Generator().manual_seed(2)
-    B, T, H, K, V = 1, 150, 2, 100, 70
-    x = [torch.randn(B, T, H, d, generator=gen).to(device, BF16) for d in (K, K, V, V)]
-    g = F.logsigmoid(torch.randn(B, T, H, generator=gen)).to(device)
-    s0, dht = (torch.randn(3, H, K, V, generator=gen).to(device) for _ in range(2))
-    cu = torch.tensor([0, 64, 65, 150], device=device)
-    args = (*x[:3], g, None, s0, cu, x[3], dht)
-    a, b = mod.chunk_gla_bwd(*args), unfused(lambda: mod.chunk_gla_bwd(*args))
-    same = all(torch.equal(u, w) for u, w in zip(a, b, strict=True))
-    return same, f"{'ok ' if same else 'BAD'} fused and separate state walks agree bit for bit"
-
-
 def checks(device, dry):
     lines, bad = [], 0
-    for ok, line in (check_autograd_ref(device), check_unfused(device)):
+    for ok, line in (check_autograd_ref(device),):
         bad += not ok
         lines.append(line)
         print(line, flush=True)
@@ -339,15 +303,15 @@ def timing(only, calls):
         new, old = bwd(), seq()
         err = max(rel(a, b) for a, b in zip(new, old, strict=False))
         del new, old
-        nseg = mod._segments(B * H * -(-K // 64) * -(-V // 64), -(-T // mod._BT))
+        nseg = config._segments(B * H * -(-K // 64) * -(-V // 64), -(-T // config._BT))
 
         def fwd1(args=args):
-            saved = mod._SEG_MAX_PROGRAMS
-            mod._SEG_MAX_PROGRAMS = 0
+            saved = config._SEG_MAX_PROGRAMS
+            config._SEG_MAX_PROGRAMS = 0
             try:
                 return mod.chunk_gla_fwd(*args, False)
             finally:
-                mod._SEG_MAX_PROGRAMS = saved
+                config._SEG_MAX_PROGRAMS = saved
 
         err_f = rel(fwd()[0], fwd1()[0])
         t_f1 = graph_us(fwd1, calls=calls)
@@ -362,11 +326,9 @@ def timing(only, calls):
         t_b = graph_us(bwd, calls=calls)
         t_s = graph_us(seq, calls=calls)
         t_r = graph_us(bwd_re, calls=calls)
-        t_u = unfused(lambda bwd=bwd_re: graph_us(bwd, calls=calls))
-        t_d = dv_apart(lambda bwd=bwd: graph_us(bwd, calls=calls))
         flag = "ok" if max(err, err_f) <= BAD else "BAD"
         bad += flag == "BAD"
-        rows.append((label, t_f, t_b, t_b / t_f, t_r, t_u, t_d, t_s, t_s / t_b, err, flag))
+        rows.append((label, t_f, t_b, t_b / t_f, t_r, t_s, t_s / t_b, err, flag))
         frows.append((label, shape, nseg, t_f, t_f1, t_fla, err_f))
         print(f"timed {label}: fwd {t_f:.1f} us, bwd {t_b:.1f} us, {flag}", flush=True)
         del hs
@@ -374,13 +336,12 @@ def timing(only, calls):
     print(f"\n## chunk_gla backward, bf16, {torch.cuda.get_device_name()}\n")
     print(
         "| shape | fwd us | bwd us | bwd / fwd | bwd recomputing the states, us | "
-        "the same, state walks apart, us | bwd, dv pass apart, us | sequential bwd us | "
-        "speedup | max diff vs sequential | |"
+        "sequential bwd us | speedup | max diff vs sequential | |"
     )
-    print("|---" * 11 + "|")
-    for label, t_f, t_b, r, t_r, t_u, t_d, t_s, sp, err, flag in rows:
+    print("|---" * 9 + "|")
+    for label, t_f, t_b, r, t_r, t_s, sp, err, flag in rows:
         print(
-            f"| {label} | {t_f:.1f} | {t_b:.1f} | {r:.2f} | {t_r:.1f} | {t_u:.1f} | {t_d:.1f} | "
+            f"| {label} | {t_f:.1f} | {t_b:.1f} | {r:.2f} | {t_r:.1f} | "
             f"{t_s:.1f} | {sp:.1f}x | {err:.1e} | {flag} |"
         )
     print(f"\n## chunk_gla forward, bf16, {torch.cuda.get_device_name()}\n")

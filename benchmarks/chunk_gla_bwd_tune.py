@@ -27,7 +27,7 @@ import torch
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "benchmarks"))
 from _timing import graph_us  # noqa: E402
-from chunk_gla_fwd_tune import BAD, SHAPES, label, mod, rel_err  # noqa: E402
+from chunk_gla_fwd_tune import BAD, SHAPES, label, launch_config, mod, rel_err  # noqa: E402
 from chunk_gla_fwd_tune import inputs as fwd_inputs  # noqa: E402
 
 # (name, state walks (BK, BV, warps, stages) or None: current, dq/dk/dg pass (BV, warps,
@@ -83,10 +83,10 @@ def inputs(shape, seed=0):
 
 def with_config(walks, dqk, fn, seg=None):
     """Runs fn with the backward's configs replaced (None keeps the current one)."""
-    base = mod._bwd_config
-    base_seg = mod._BWD_SEG_MAX_PROGRAMS, mod._BWD_SEG_MAX_PROGRAMS_RECOMPUTING
+    base = launch_config._bwd_config
+    base_seg = launch_config._BWD_SEG_MAX_PROGRAMS, launch_config._BWD_SEG_MAX_PROGRAMS_RECOMPUTING
     if seg is not None:
-        mod._BWD_SEG_MAX_PROGRAMS = mod._BWD_SEG_MAX_PROGRAMS_RECOMPUTING = seg
+        launch_config._BWD_SEG_MAX_PROGRAMS = launch_config._BWD_SEG_MAX_PROGRAMS_RECOMPUTING = seg
 
     def patched(K, V, dtype):
         BT, state, qcfg, dv_cfg, fb = base(K, V, dtype)
@@ -101,12 +101,14 @@ def with_config(walks, dqk, fn, seg=None):
             qcfg, dv_cfg = _five((full, *dqk)), None
         return BT, state, qcfg, dv_cfg, fb
 
-    mod._bwd_config = patched
+    launch_config._bwd_config = patched
     try:
         return fn()
     finally:
-        mod._bwd_config = base
-        mod._BWD_SEG_MAX_PROGRAMS, mod._BWD_SEG_MAX_PROGRAMS_RECOMPUTING = base_seg
+        launch_config._bwd_config = base
+        launch_config._BWD_SEG_MAX_PROGRAMS, launch_config._BWD_SEG_MAX_PROGRAMS_RECOMPUTING = (
+            base_seg
+        )
 
 
 def profile(fn, calls=10):

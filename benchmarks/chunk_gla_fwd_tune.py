@@ -31,10 +31,12 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 from _timing import graph_us  # noqa: E402
 
 try:
+    from attnops_kernels.chunk_gla import config as launch_config
     from attnops_kernels.chunk_gla import reference
     from attnops_kernels.chunk_gla import triton as mod
 except ImportError:
     sys.path.insert(0, str(ROOT))
+    from kernels.chunk_gla import config as launch_config
     from kernels.chunk_gla import reference
     from kernels.chunk_gla import triton as mod
 
@@ -113,13 +115,13 @@ class _NotLaunched:
 
 
 def with_config(cfg, fn):
-    base = mod._fwd_config
+    base = launch_config._fwd_config
     if cfg is not None:
-        mod._fwd_config = lambda K, V, dtype: (*cfg[1:], base(K, V, dtype)[-1])
+        launch_config._fwd_config = lambda K, V, dtype: (*cfg[1:], base(K, V, dtype)[-1])
     try:
         return fn()
     finally:
-        mod._fwd_config = base
+        launch_config._fwd_config = base
 
 
 def measure(data, ref, cfg=None):

@@ -11,7 +11,7 @@ against the single walk's (relative to the largest); fla-core's ``chunk_simple_g
 beside it when it imports. Then the backward for each (``_BWD_SEG_MAX_PROGRAMS``, and the same
 for ``_BWD_SEG_MAX_PROGRAMS_RECOMPUTING``; ``_SEG_PROGRAMS``) of BACKWARD, given the forward's
 chunk states and recomputing them, with the largest gradient difference against the whole
-walks. Markdown to stdout. The thresholds in kernels/chunk_gla/triton.py cite its figures.
+walks. Markdown to stdout. docs/performance.md (chunk_gla tuning history) keeps its figures.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ import torch.nn.functional as F
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _timing import graph_us  # noqa: E402
-from chunk_gla_fwd_tune import SHAPES, mod  # noqa: E402
+from chunk_gla_fwd_tune import SHAPES, launch_config, mod  # noqa: E402
 
 DEVICE = "cuda"
 # (name, max programs, target programs, min chunks per segment)
@@ -59,9 +59,9 @@ def fla_forward():
 
 
 def set_thresholds(**values):
-    old = {name: getattr(mod, name) for name in values}
+    old = {name: getattr(launch_config, name) for name in values}
     for name, value in values.items():
-        setattr(mod, name, value)
+        setattr(launch_config, name, value)
     return old
 
 
@@ -86,7 +86,7 @@ def sweep(shape, fla):
     rows, seen = [], set()
     for name, maxp, segp, minc in FORWARD:
         set_thresholds(_SEG_MAX_PROGRAMS=maxp, _SEG_PROGRAMS=segp, _SEG_MIN_CHUNKS=minc)
-        nseg = mod._walk_segments(programs, NT, False)[1]
+        nseg = launch_config._walk_segments(programs, NT, False)[1]
         if nseg in seen:
             continue
         seen.add(nseg)
@@ -107,7 +107,7 @@ def sweep(shape, fla):
 
     do = torch.randn_like(ref_o)
     limits = ("_BWD_SEG_MAX_PROGRAMS", "_BWD_SEG_MAX_PROGRAMS_RECOMPUTING", "_SEG_PROGRAMS")
-    base = set_thresholds(**{n: getattr(mod, n) for n in limits})
+    base = set_thresholds(**{n: getattr(launch_config, n) for n in limits})
     set_thresholds(_BWD_SEG_MAX_PROGRAMS=0, _BWD_SEG_MAX_PROGRAMS_RECOMPUTING=0)
     want = mod.chunk_gla_bwd(q, k, v, g, None, None, None, do, None, ref_h)
     print("| backward | states | segments | median µs | min | max | largest gradient diff |")
@@ -116,7 +116,7 @@ def sweep(shape, fla):
         set_thresholds(
             _BWD_SEG_MAX_PROGRAMS=maxp, _BWD_SEG_MAX_PROGRAMS_RECOMPUTING=maxp, _SEG_PROGRAMS=segp
         )
-        nseg = mod._walk_segments(programs, NT, False, maxp)[1]
+        nseg = launch_config._walk_segments(programs, NT, False, maxp)[1]
         for given in (ref_h, None):
             got = mod.chunk_gla_bwd(q, k, v, g, None, None, None, do, None, given)
             err = max(rel(a, b) for a, b in zip(got, want, strict=True))

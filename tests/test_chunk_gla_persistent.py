@@ -1,4 +1,4 @@
-"""chunk_gla's backward passes on a persistent grid (kernels/chunk_gla/triton.py, Note [persistent
+"""chunk_gla's backward passes on a persistent grid (kernels/chunk_gla/config.py, Note [persistent
 passes]) give what one program per item gives: bit for bit on the CPU, to rounding on a GPU.
 
 A persistent grid has a few programs per SM that take the items (chunk, head and K or V block)
@@ -17,11 +17,12 @@ import torch
 import torch.nn.functional as F
 from marks import SLOW, first_by_default, slow
 
+from attnops_kernels.chunk_gla import config as CF
 from attnops_kernels.chunk_gla import reference
 from attnops_kernels.chunk_gla import triton as C
 
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
-_BWD_CONFIG = C._bwd_config
+_BWD_CONFIG = CF._bwd_config
 
 
 def _inputs(B, T, H, K, V, dtype, states, N):
@@ -43,19 +44,19 @@ def _with_configs(monkeypatch, qcfg, dv_cfg):
         BT, state, _, _, fb = _BWD_CONFIG(K, V, dtype)
         return BT, state, qcfg, dv_cfg, fb
 
-    monkeypatch.setattr(C, "_bwd_config", patched)
+    monkeypatch.setattr(CF, "_bwd_config", patched)
 
 
 def _grids(monkeypatch):
     seen = []
-    grid = C._items_grid
+    grid = CF._items_grid
 
     def spy(items_per_head, H, device, per_sm):
         out = grid(items_per_head, H, device, per_sm)
         seen.append(len(out))
         return out
 
-    monkeypatch.setattr(C, "_items_grid", spy)
+    monkeypatch.setattr(CF, "_items_grid", spy)
     return seen
 
 
@@ -136,7 +137,7 @@ def test_persistent_gradients_match_float64_autograd(monkeypatch):
 @pytest.mark.parametrize(("K", "V"), [slow(128, 128), (100, 72)])
 def test_shipped_16bit_configs_match_float64_autograd(K, V):
     # The shipped configs for 16-bit inputs with K over 64: the dv pass over all of K at once.
-    _, _, qcfg, dv_cfg, _ = C._bwd_config(K, V, torch.bfloat16)
+    _, _, qcfg, dv_cfg, _ = CF._bwd_config(K, V, torch.bfloat16)
     assert dv_cfg is not None and dv_cfg[0] >= K
     B, T, H = 2, 130, 1
     q, k, v, g, h0, do, dht = _inputs(B, T, H, K, V, torch.bfloat16, True, B)

@@ -16,6 +16,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from attnops_kernels.chunk_gla import config as CF
 from attnops_kernels.chunk_gla import triton as C
 
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
@@ -122,10 +123,10 @@ def test_forward_walking_segments_returns_the_chunk_states_for_the_backward(monk
     B, T, H, K, V = 1, 320, 1, 32, 48
     q, k, v, g, h0, do, dht = _inputs(B, T, H, K, V, torch.float32, B)
     want = C.chunk_gla_bwd(q, k, v, g, None, h0, None, do, dht)
-    monkeypatch.setattr(C, "_SEG_PROGRAMS", 1 << 20)
-    monkeypatch.setattr(C, "_SEG_MAX_PROGRAMS", 1 << 20)
-    monkeypatch.setattr(C, "_SEG_MIN_CHUNKS", 1)
-    monkeypatch.setattr(C, "_BWD_SEG_MAX_PROGRAMS", 0)
+    monkeypatch.setattr(CF, "_SEG_PROGRAMS", 1 << 20)
+    monkeypatch.setattr(CF, "_SEG_MAX_PROGRAMS", 1 << 20)
+    monkeypatch.setattr(CF, "_SEG_MIN_CHUNKS", 1)
+    monkeypatch.setattr(CF, "_BWD_SEG_MAX_PROGRAMS", 0)
     seen = _launches(monkeypatch)
     h = C.chunk_gla_fwd(q, k, v, g, None, h0, None, False)[1]
     assert seen.count("_gla_fwd_hseg_kernel") == 2, seen
@@ -149,10 +150,10 @@ def test_backward_walking_segments_uses_or_recomputes_the_states(monkeypatch, gi
     q, k, v, g, h0, do, dht = _inputs(B, T, H, K, V, dtype, B)
     h = C.chunk_gla_fwd(q, k, v, g, None, h0, None, False)[1] if given else None
     want = C.chunk_gla_bwd(q, k, v, g, None, h0, None, do, dht)
-    monkeypatch.setattr(C, "_SEG_PROGRAMS", 1 << 20)
-    monkeypatch.setattr(C, "_BWD_SEG_MAX_PROGRAMS", 1 << 20)
-    monkeypatch.setattr(C, "_BWD_SEG_MAX_PROGRAMS_RECOMPUTING", 1 << 20)
-    monkeypatch.setattr(C, "_SEG_MIN_CHUNKS", 1)
+    monkeypatch.setattr(CF, "_SEG_PROGRAMS", 1 << 20)
+    monkeypatch.setattr(CF, "_BWD_SEG_MAX_PROGRAMS", 1 << 20)
+    monkeypatch.setattr(CF, "_BWD_SEG_MAX_PROGRAMS_RECOMPUTING", 1 << 20)
+    monkeypatch.setattr(CF, "_SEG_MIN_CHUNKS", 1)
     seen = _launches(monkeypatch)
     got = C.chunk_gla_bwd(q, k, v, g, None, h0, None, do, dht, h)
     assert seen.count("_gla_bwd_dhseg_kernel") == 2 and "_gla_bwd_dh_kernel" not in seen, seen

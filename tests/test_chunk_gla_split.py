@@ -1,4 +1,4 @@
-"""chunk_gla's forward and backward with their state walks split into segments (kernels/chunk_gla/triton.py,
+"""chunk_gla's forward and backward with their state walks split into segments (kernels/chunk_gla/config.py,
 ``_segments``) gives what the single walk gives.
 
 The split is chosen for long sequences with few heads, shapes too large for the interpreter, so
@@ -15,6 +15,7 @@ import torch
 import torch.nn.functional as F
 from marks import slow
 
+from attnops_kernels.chunk_gla import config as CF
 from attnops_kernels.chunk_gla import reference
 from attnops_kernels.chunk_gla import triton as C
 
@@ -56,16 +57,16 @@ def test_split_state_pass_matches_single_walk(
     o1, _, ht1 = C.chunk_gla_fwd(q, k, v, g, None, init, None, True)
     calls = []
     seg_kernel = C._gla_fwd_hseg_kernel
-    monkeypatch.setattr(C, "_SEG_PROGRAMS", 1 << 20)
-    monkeypatch.setattr(C, "_SEG_MAX_PROGRAMS", 1 << 20)
-    monkeypatch.setattr(C, "_SEG_MIN_CHUNKS", min_chunks)
+    monkeypatch.setattr(CF, "_SEG_PROGRAMS", 1 << 20)
+    monkeypatch.setattr(CF, "_SEG_MAX_PROGRAMS", 1 << 20)
+    monkeypatch.setattr(CF, "_SEG_MIN_CHUNKS", min_chunks)
     monkeypatch.setattr(
-        C,
+        CF,
         "_segments",
-        lambda *a, f=C._segments: calls.append(f(*a)) or calls[-1],
+        lambda *a, f=CF._segments: calls.append(f(*a)) or calls[-1],
     )
     o2, _, ht2 = C.chunk_gla_fwd(q, k, v, g, None, init, None, True)
-    nt = -(-T // C._BT)
+    nt = -(-T // CF._BT)
     assert calls == [nt // min_chunks] and calls[0] > 1, "the shape did not split"
     assert C._gla_fwd_hseg_kernel is seg_kernel
     tol = dict(atol=2e-5, rtol=2e-5) if dtype == torch.float32 else dict(atol=3e-2, rtol=3e-2)
@@ -81,11 +82,11 @@ def test_split_state_pass_matches_single_walk(
 
 def test_segments_only_where_the_state_pass_has_few_programs():
     # The suite's shapes (bf16, 64 x 64 state tiles): B1 T8192 H4 and B1 T32768 H16 K=V=128 split.
-    assert C._segments(16, 8192 // 64) == 16
-    assert C._segments(64, 32768 // 64) == 4
-    assert C._segments(256, 4096 // 64) == 1
-    assert C._segments(C._SEG_MAX_PROGRAMS + 1, 10_000) == 1
-    assert C._segments(16, C._SEG_MIN_CHUNKS - 1) == 1  # too short to split
+    assert CF._segments(16, 8192 // 64) == 16
+    assert CF._segments(64, 32768 // 64) == 4
+    assert CF._segments(256, 4096 // 64) == 1
+    assert CF._segments(CF._SEG_MAX_PROGRAMS + 1, 10_000) == 1
+    assert CF._segments(16, CF._SEG_MIN_CHUNKS - 1) == 1  # too short to split
 
 
 def _ref_grads(q, k, v, g, init, do, dht):
@@ -121,17 +122,17 @@ def test_split_backward_matches_single_walk(
     args = (q, k, v, g, None, init, None, do, dht_)
     one = C.chunk_gla_bwd(*args)
     calls = []
-    monkeypatch.setattr(C, "_SEG_PROGRAMS", 1 << 20)
-    monkeypatch.setattr(C, "_BWD_SEG_MAX_PROGRAMS", 1 << 20)
-    monkeypatch.setattr(C, "_BWD_SEG_MAX_PROGRAMS_RECOMPUTING", 1 << 20)
-    monkeypatch.setattr(C, "_SEG_MIN_CHUNKS", min_chunks)
+    monkeypatch.setattr(CF, "_SEG_PROGRAMS", 1 << 20)
+    monkeypatch.setattr(CF, "_BWD_SEG_MAX_PROGRAMS", 1 << 20)
+    monkeypatch.setattr(CF, "_BWD_SEG_MAX_PROGRAMS_RECOMPUTING", 1 << 20)
+    monkeypatch.setattr(CF, "_SEG_MIN_CHUNKS", min_chunks)
     monkeypatch.setattr(
-        C,
+        CF,
         "_segments",
-        lambda *a, f=C._segments: calls.append(f(*a)) or calls[-1],
+        lambda *a, f=CF._segments: calls.append(f(*a)) or calls[-1],
     )
     split = C.chunk_gla_bwd(*args)
-    nt = -(-T // C._BT)
+    nt = -(-T // CF._BT)
     assert calls == [nt // min_chunks] and calls[0] > 1, "the shape did not split"
     want = _ref_grads(q, k, v, g, init, do, dht_)
     names = ("dq", "dk", "dv", "dg", "dh0")
@@ -146,12 +147,12 @@ def test_split_backward_matches_single_walk(
 def test_backward_splits_only_where_each_walk_has_few_programs():
     # The suite's shapes (bf16, 64 x 64 state tiles), given the forward's states: B1 T8192 H4
     # and B1 T32768 H16 K=V=128 split; recomputing them, only B1 T8192 H4.
-    mx, mr = C._BWD_SEG_MAX_PROGRAMS, C._BWD_SEG_MAX_PROGRAMS_RECOMPUTING
-    assert C._segments(16, 8192 // 64, mx) == C._segments(16, 8192 // 64, mr) == 16
-    assert C._segments(64, 32768 // 64, mx) == 4
-    assert C._segments(64, 32768 // 64, mr) == 1
-    assert C._segments(256, 4096 // 64, mx) == 1
-    assert C._segments(mx + 1, 10_000, mx) == C._segments(mr + 1, 10_000, mr) == 1
+    mx, mr = CF._BWD_SEG_MAX_PROGRAMS, CF._BWD_SEG_MAX_PROGRAMS_RECOMPUTING
+    assert CF._segments(16, 8192 // 64, mx) == CF._segments(16, 8192 // 64, mr) == 16
+    assert CF._segments(64, 32768 // 64, mx) == 4
+    assert CF._segments(64, 32768 // 64, mr) == 1
+    assert CF._segments(256, 4096 // 64, mx) == 1
+    assert CF._segments(mx + 1, 10_000, mx) == CF._segments(mr + 1, 10_000, mr) == 1
 
 
 def test_public_op_splits_a_long_sequence_without_lowered_thresholds(monkeypatch):
@@ -163,7 +164,9 @@ def test_public_op_splits_a_long_sequence_without_lowered_thresholds(monkeypatch
     B, T, H, K, V = 1, 1024, 1, 16, 16
     q, k, v, g, init = _inputs(B, T, H, K, V, torch.float32, True)
     calls = []
-    monkeypatch.setattr(C, "_segments", lambda *a, f=C._segments: calls.append(f(*a)) or calls[-1])
+    monkeypatch.setattr(
+        CF, "_segments", lambda *a, f=CF._segments: calls.append(f(*a)) or calls[-1]
+    )
     leaves = [x.detach().requires_grad_() for x in (q, k, v, g, init)]
     out = attnops.chunk_gla(*leaves[:4], initial_state=leaves[4], output_final_state=True)
     gen = torch.Generator().manual_seed(3)

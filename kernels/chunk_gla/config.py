@@ -1,0 +1,144 @@
+"""chunk_gla's launch configurations: blocks, warps and stages of each pass, the split of the
+state walks into segments, and the grids of the persistent passes. What was measured to choose
+them is in docs/performance.md ("chunk_gla tuning history"); tests and benchmarks change these
+names here to force other paths."""
+
+import functools
+
+import torch
+
+from .._triton import cdiv, interpreted, next_power_of_2
+from .fwd import _gla_fwd_g_kernel
+
+_BT = 64
+_BH = 16  # heads per program of the forward's cumulative-decay pass
+_MAX_K = 256
+
+_INTERPRETED = interpreted(_gla_fwd_g_kernel)
+
+
+@functools.cache
+def _mode(dtype):
+    # The kernels' MODE (common.py): 1 for float32, 2 for bfloat16 under the interpreter, else 0.
+    if dtype == torch.float32:
+        return 1
+    return 2 if _INTERPRETED and dtype == torch.bfloat16 else 0
+
+
+@functools.cache
+def _config(K, V, dtype, bwd):
+    """(BK, BV, num_warps, num_stages) for a launch of the sequential kernels."""
+    if K > _MAX_K:
+        raise ValueError(f"chunk_gla: K={K} exceeds the supported maximum {_MAX_K}")
+    BK = max(64, next_power_of_2(K))
+    if dtype == torch.float32:
+        # ieee fp32 dots run on FMA units, not wgmma.
+        return BK, 32, 4, 1
+    # BV=32 next to BK>=64 hit sporadic illegal shared-memory accesses in wgmma code from
+    # Triton 3.6 on H200 (num_warps 4 and 8); BK>=64 with BV=64 ran clean, so small K/V are
+    # padded up rather than given smaller blocks.
+    return BK, 64, 8 if bwd or BK <= 64 else 4, 1
+
+
+@functools.cache
+def _fwd_config(K, V, dtype):
+    """Forward launch configs: (chunk size BT of the state and output passes, then each as
+    (BK, BV, num_warps, num_stages): the state pass, the output pass, and _gla_fwd_kernel)."""
+    fallback = _config(K, V, dtype, False)
+    if dtype == torch.float32:
+        return _BT, (64, 32, 4, 1), (64, 32, 4, 1), fallback
+    # 16-bit blocks stay at 64 or more (see _config).
+    BV = 128 if V > 64 else 64
+    return _BT, (64, 64, 4, 3), (64, BV, 8 if BV > 64 else 4, 2), fallback
+
+
+# A 16-bit backward with K <= _BWD_FUSED_MAX_K computes dv in the dq/dk/dg pass (one item per
+# chunk and head over all of K) rather than in a dv pass of its own.
+_BWD_FUSED_MAX_K = 64
+
+
+@functools.cache
+def _bwd_config(K, V, dtype):
+    """Backward launch configs: (chunk size BT, then each as (BK, BV, num_warps, num_stages): the
+    two state walks (the forward's state pass recomputing the chunk states and the reverse one),
+    the dq/dk/dg pass and the dv pass, each with a fifth entry (programs per SM of a persistent
+    grid, Note [persistent passes]; 0: one program per item), and the sequential fallback
+    kernels). When the dq/dk/dg pass's BK covers K, it computes dv as well and the dv pass is not
+    launched (None)."""
+    BT, state, _, _ = _fwd_config(K, V, dtype)
+    fallback = _config(K, V, dtype, True)
+    if dtype == torch.float32:
+        return BT, state, (64, 32, 4, 1, 0), (64, 32, 4, 1, 0), fallback
+    # 16-bit blocks stay at 64 or more (see _config). The dq/dk/dg pass at K = 128 walks two V
+    # blocks, so a persistent grid cannot pipeline across its items (and spills there).
+    BK = max(64, next_power_of_2(K))
+    if BK <= _BWD_FUSED_MAX_K:
+        return BT, state, (BK, 64, 4, 2, 2), None, fallback
+    if BK == 128:
+        return BT, state, (64, 64, 4, 3, 0), (128, 64, 4, 2, 0), fallback
+    return BT, state, (64, 64, 8, 2, 0), (64, 64, 4, 2, 0), fallback
+
+
+# The state walks go through each sequence's chunks in order, one program per (sequence, head,
+# state tile): with very few of them (one long sequence, few heads) most of the GPU idles.
+# Equal-length sequences are then split into segments of whole chunks, for about _SEG_PROGRAMS
+# programs with at least _SEG_MIN_CHUNKS chunks a segment, each walked twice side by side: the
+# walks are short, but there are three launches and twice the products, so the forward splits
+# only where its walk has at most _SEG_MAX_PROGRAMS programs. The backward splits its reverse
+# walk where it alone has at most _BWD_SEG_MAX_PROGRAMS; without the forward's states the split
+# recomputes them in three launches too, where the whole walks share one
+# (_gla_bwd_states_kernel): it then splits only at _BWD_SEG_MAX_PROGRAMS_RECOMPUTING or fewer.
+_SEG_MAX_PROGRAMS = 64
+_SEG_PROGRAMS = 256
+_SEG_MIN_CHUNKS = 8
+_BWD_SEG_MAX_PROGRAMS = 64
+_BWD_SEG_MAX_PROGRAMS_RECOMPUTING = 32
+
+
+def _segments(programs: int, chunks: int, max_programs: int | None = None) -> int:
+    """Segments per sequence for a state walk of ``programs`` programs over ``chunks`` chunks
+    (1: no split); the split applies at ``max_programs`` programs or fewer (default: the
+    forward's ``_SEG_MAX_PROGRAMS``)."""
+    if programs > (_SEG_MAX_PROGRAMS if max_programs is None else max_programs):
+        return 1
+    return max(1, min(cdiv(_SEG_PROGRAMS, programs), chunks // _SEG_MIN_CHUNKS))
+
+
+def _walk_segments(programs: int, chunks: int, use_cu: bool, max_programs: int | None = None):
+    """(chunks per segment, segments) of a state walk: packed sequences are walked whole."""
+    nseg = 1 if use_cu else _segments(programs, chunks, max_programs)
+    cps = cdiv(chunks, nseg)
+    return cps, cdiv(chunks, cps)
+
+
+# Note [persistent passes]: the dq/dk/dg and dv passes do one chunk's work per item, and with one
+# program per item a program's loads wait on memory with nothing to hide them behind but the
+# few other programs its registers leave room for (one or two per SM). Where the pass's config
+# gives a number of programs per SM (_bwd_config), and without packed sequences (whose items
+# branch on the offsets), that many programs per SM instead take the items in turn; where an
+# item's work has no inner loop of several steps (one V block in the dq/dk/dg pass, one K block
+# in the dv pass), the compiler then pipelines the next item's loads into shared memory behind
+# this item's products.
+
+
+@functools.cache
+def _sm_count(device: torch.device) -> int:
+    # Streaming multiprocessors of a CUDA device; elsewhere (the interpreter) a few programs, so
+    # that each takes several items.
+    if device.type == "cuda":
+        return torch.cuda.get_device_properties(device).multi_processor_count
+    return 3
+
+
+def _items_grid(items_per_head: int, H: int, device: torch.device, per_sm: int):
+    # The grid of a pass over items_per_head * H items (Note [persistent passes]).
+    if per_sm:
+        return (per_sm * _sm_count(device),)
+    return (items_per_head, H)
+
+
+def _state_slots(B, T, N, use_cu):
+    # State slots of the chunk states: one per chunk of each sequence; packed sequences also
+    # leave at most one gap slot each.
+    NT = cdiv(T, _BT)
+    return NT + N - 1 if use_cu else B * NT

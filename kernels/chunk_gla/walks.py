@@ -1,0 +1,197 @@
+"""chunk_gla's state walks: the forward one storing the state at the start of each chunk, the
+reverse one storing the gradient of the state at the end of each chunk, both whole (one program
+per sequence, head and state tile) or split into segments of chunks (_walk, STEP)."""
+
+import triton
+import triton.language as tl
+
+from .common import (
+    _chunk_tokens,
+    _dot,
+    _head_ptr,
+    _head_ptr_t,
+    _load_state,
+    _seq_bounds,
+    _span,
+    _state_offsets,
+    _stored_decay,
+)
+
+
+@triton.jit
+def _state_tile(pid, H, NSEG, K, V, BK: tl.constexpr, BV: tl.constexpr):
+    # Program pid of a grid over (sequence, head, segment, [BK, BV] state tile), tiles fastest:
+    # (sequence, head, segment, tile, K offsets, V offsets, and their masks).
+    NV = (V + BV - 1) // BV
+    NKV = (K + BK - 1) // BK * NV
+    i_kv = pid % NKV
+    i_seg = (pid // NKV) % NSEG
+    i_nh = pid // (NKV * NSEG)
+    o_k = i_kv // NV * BK + tl.arange(0, BK)
+    o_v = pid % NV * BV + tl.arange(0, BV)
+    return i_nh // H, i_nh % H, i_seg, i_kv, o_k, o_v, o_k < K, o_v < V
+
+
+@triton.jit
+def _walk(
+    pid, a, b, gc, s0, out, s_end, gseg, cu, scale, T, H, NT, CPS, NSEG, a_st, b_st,
+    K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr,
+    USE_CU: tl.constexpr, USE_S0: tl.constexpr, STORE_END: tl.constexpr, STEP: tl.constexpr,
+    REVERSE: tl.constexpr, MODE: tl.constexpr,
+):  # fmt: skip
+    # Forward (a, b = k, v): the state S, from s0, is stored into out[slot] at the start of
+    # each chunk, before the chunk is added. Reverse (a, b = q, do): the gradient of the state,
+    # from s0 = dht, is stored into out[slot] at the end of each chunk, walking from the last,
+    # then stepped to the chunk's start: dS <- exp(G_L) dS + scale * (q * exp(G))^T do. Only S
+    # is carried from one chunk to the next, and the chunk's product does not depend on it.
+    # STEP 0: the whole sequence (what is left at its end into s_end when STORE_END: the final
+    # state, or the gradient of the initial state). For equal-length sequences split into NSEG
+    # segments of CPS chunks: STEP 1 walks its segment from a zero state, storing only what is
+    # left at the segment's end into s_end and its total log-decay into gseg; _gla_seg_carry_kernel
+    # then carries those across segments; STEP 2 walks the segment again from that (s0), storing
+    # into out[slot] as STEP 0 does. (Each segment is walked twice, but every walk is short: the
+    # passes that read out need no change.)
+    i_n, i_h, i_seg, i_kv, o_k, o_v, m_k, m_v = _state_tile(pid, H, NSEG, K, V, BK, BV)
+    i_b, bos, eos = _seq_bounds(cu, i_n, T, USE_CU)
+    if USE_CU:
+        c0 = bos // BT + i_n
+    else:
+        c0 = i_n.to(tl.int64) * NT
+    if STEP == 0:
+        i_st = i_n
+        c_lo = 0
+        c_hi = tl.cdiv(eos - bos, BT)
+    else:
+        i_st = i_n * NSEG + i_seg
+        c_lo = i_seg * CPS
+        c_hi = tl.minimum(c_lo + CPS, NT)
+
+    s_off, m_s = _state_offsets(i_st, i_h, H, K, V, o_k, o_v, m_k, m_v)
+    b_s = _load_state(s0, s_off, m_s, USE_S0, BK, BV)
+    p_a = _head_ptr_t(a, i_b, i_h, a_st, o_k)
+    p_b = _head_ptr(b, i_b, i_h, b_st, o_v)
+    p_g = gc + (i_b * H + i_h) * (2 * T)
+    o_s = o_k[:, None] * V + o_v[None, :]
+    DT = a.dtype.element_ty
+    b_acc = tl.zeros((), dtype=tl.float32)
+    for i_r in range(0, c_hi - c_lo):
+        if REVERSE:
+            i_c = c_hi - 1 - i_r
+        else:
+            i_c = c_lo + i_r
+        if STEP != 1:
+            p_out = out + ((c0 + i_c) * H + i_h) * (K * V) + o_s
+            tl.store(p_out, b_s.to(out.dtype.element_ty), mask=m_s)
+        # S <- exp(G_L) S + (a * w)^T b over the chunk's tokens, with w = exp(G_L - G) forward
+        # and scale * exp(G) in reverse.
+        t, m_t = _chunk_tokens(bos, eos, i_c, tl.arange(0, BT), BT)
+        b_aT = tl.load(p_a + t[None, :] * a_st[1], mask=m_k[:, None] & m_t[None, :], other=0.0)
+        b_b = tl.load(p_b + t[:, None] * b_st[1], mask=m_t[:, None] & m_v[None, :], other=0.0)
+        b_G, b_C, b_GL, b_CL = _stored_decay(p_g, t, m_t, bos, eos, i_c, T, BT)
+        if REVERSE:
+            b_w = tl.exp(b_G) * scale
+        else:
+            b_w = tl.exp(_span(b_GL, b_CL, b_G, b_C))
+        b_s = b_s * tl.exp(b_GL) + _dot(b_aT.to(tl.float32) * b_w[None, :], b_b, DT, MODE)
+        if STEP == 1:
+            b_acc += b_GL
+
+    if STORE_END:
+        tl.store(s_end + s_off, b_s, mask=m_s)
+    if STEP == 1:
+        if i_kv == 0:
+            tl.store(gseg + i_st * H + i_h, b_acc)
+
+
+@triton.jit
+def _gla_fwd_h_kernel(
+    k, v, gc, h0, h, ht, cu, T, H, NT, k_st, v_st, K: tl.constexpr, V: tl.constexpr,
+    BT: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr, USE_CU: tl.constexpr,
+    USE_H0: tl.constexpr, STORE_HT: tl.constexpr, MODE: tl.constexpr,
+):  # fmt: skip
+    # Grid (sequences x heads x state tiles,): the forward walk (_walk), h the chunk states.
+    _walk(tl.program_id(0), k, v, gc, h0, h, ht, None, cu, 1.0, T, H, NT, 0, 1, k_st, v_st,
+          K, V, BT, BK, BV, USE_CU, USE_H0, STORE_HT, 0, False, MODE)  # fmt: skip
+
+
+@triton.jit
+def _gla_bwd_dh_kernel(
+    q, do, gc, dht, dh, dh0, cu, scale, T, H, NT, q_st, do_st, K: tl.constexpr,
+    V: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr,
+    USE_CU: tl.constexpr, USE_DHT: tl.constexpr, MODE: tl.constexpr,
+):  # fmt: skip
+    # Grid (sequences x heads x state tiles,): the reverse walk (_walk), dh the gradients of the
+    # chunk end states, dh0 those of the initial states.
+    _walk(tl.program_id(0), q, do, gc, dht, dh, dh0, None, cu, scale, T, H, NT, 0, 1, q_st,
+          do_st, K, V, BT, BK, BV, USE_CU, USE_DHT, True, 0, True, MODE)  # fmt: skip
+
+
+@triton.jit
+def _gla_bwd_states_kernel(
+    k, v, q, do, gc, h0, h, dht, dh, dh0, cu, scale, T, H, NT, NP, k_st, v_st, q_st, do_st,
+    K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr,
+    USE_CU: tl.constexpr, USE_H0: tl.constexpr, USE_DHT: tl.constexpr, MODE: tl.constexpr,
+):  # fmt: skip
+    # The two walks of the backward in one launch, side by side: programs below NP (sequences x
+    # heads x state tiles) recompute the chunk states h as _gla_fwd_h_kernel, the others the
+    # gradients of the chunk end states dh as _gla_bwd_dh_kernel. Few sequences and heads leave
+    # most of the GPU idle in either walk alone.
+    pid = tl.program_id(0)
+    if pid < NP:
+        _walk(pid, k, v, gc, h0, h, h, None, cu, scale, T, H, NT, 0, 1, k_st, v_st,
+              K, V, BT, BK, BV, USE_CU, USE_H0, False, 0, False, MODE)  # fmt: skip
+    else:
+        _walk(pid - NP, q, do, gc, dht, dh, dh0, None, cu, scale, T, H, NT, 0, 1, q_st, do_st,
+              K, V, BT, BK, BV, USE_CU, USE_DHT, True, 0, True, MODE)  # fmt: skip
+
+
+@triton.jit
+def _gla_fwd_hseg_kernel(
+    k, v, gc, h, hend, gseg, hstart, T, H, NT, CPS, NSEG, k_st, v_st, K: tl.constexpr,
+    V: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr,
+    MODE: tl.constexpr, STEP: tl.constexpr,
+):  # fmt: skip
+    # Grid (sequences x heads x segments x state tiles,): the forward walk split into segments
+    # (_walk STEP 1: each segment's own end state into hend; STEP 2: the chunk states from the
+    # state at each segment's start, hstart). Equal-length sequences only.
+    _walk(tl.program_id(0), k, v, gc, hstart, h, hend, gseg, None, 1.0, T, H, NT, CPS, NSEG,
+          k_st, v_st, K, V, BT, BK, BV, False, STEP == 2, STEP == 1, STEP, False, MODE)  # fmt: skip
+
+
+@triton.jit
+def _gla_bwd_dhseg_kernel(
+    q, do, gc, dh, dhown, gseg, dhend, scale, T, H, NT, CPS, NSEG, q_st, do_st,
+    K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr,
+    MODE: tl.constexpr, STEP: tl.constexpr,
+):  # fmt: skip
+    # The reverse walk split into segments as _gla_fwd_hseg_kernel splits the forward one
+    # (STEP 1: each segment's own part of the gradient at its start into dhown; STEP 2: the
+    # gradients of the chunk end states from that at each segment's end, dhend).
+    _walk(tl.program_id(0), q, do, gc, dhend, dh, dhown, gseg, None, scale, T, H, NT, CPS, NSEG,
+          q_st, do_st, K, V, BT, BK, BV, False, STEP == 2, STEP == 1, STEP, True, MODE)  # fmt: skip
+
+
+@triton.jit
+def _gla_seg_carry_kernel(
+    s0, own, gseg, start, s_end, H, NSEG, K: tl.constexpr, V: tl.constexpr, BK: tl.constexpr,
+    BV: tl.constexpr, USE_S0: tl.constexpr, STORE_END: tl.constexpr, REVERSE: tl.constexpr,
+):  # fmt: skip
+    # Grid (sequences x heads x state tiles,): between the two steps of a split walk, the state
+    # (reverse: its gradient) at the start (reverse: the end) of each segment, into start, from
+    # s0 (the initial state; reverse: dht) and the segments' own parts and log-decays (STEP 1),
+    # last segment first in reverse; what is left after the last, into s_end when STORE_END
+    # (the final state; reverse: the gradient of the initial state).
+    i_n, i_h, _, _, o_k, o_v, m_k, m_v = _state_tile(tl.program_id(0), H, 1, K, V, BK, BV)
+    s_off, m_s = _state_offsets(i_n, i_h, H, K, V, o_k, o_v, m_k, m_v)
+    b_s = _load_state(s0, s_off, m_s, USE_S0, BK, BV)
+    for i_r in range(0, NSEG):
+        if REVERSE:
+            i_ns = i_n * NSEG + NSEG - 1 - i_r
+        else:
+            i_ns = i_n * NSEG + i_r
+        p_off, m_p = _state_offsets(i_ns, i_h, H, K, V, o_k, o_v, m_k, m_v)
+        tl.store(start + p_off, b_s, mask=m_p)
+        b_g = tl.load(gseg + i_ns * H + i_h)
+        b_s = b_s * tl.exp(b_g) + tl.load(own + p_off, mask=m_p, other=0.0)
+    if STORE_END:
+        tl.store(s_end + s_off, b_s, mask=m_s)
