@@ -636,3 +636,8 @@ def main(bench: Bench, argv: Sequence[str] | None = None) -> int:
     if args.plot:
         print(plot(bench, rows, args.plot, env, runner.cuda))
     return 0
+
+
+def script(bench: Bench) -> None:
+    """Run as a generated benchmark's ``__main__``: :func:`main`, its status the exit status."""
+    raise SystemExit(main(bench))

@@ -71,14 +71,17 @@ GENERATED_LOCALS = frozenset(
         "_dt",
         "_dtype",
         "_e",
+        "_fn",
         "_fwd",
         "_fwd_pair",
         "_gen",
         "_grad",
         "_i",
+        "_n",
         "_reference",
         "_s",
         "_sample",
+        "_shape",
         "_t",
     }
 )

@@ -108,4 +108,4 @@ BENCH = _b.Bench(
 )
 
 if __name__ == "__main__":
-    raise SystemExit(_b.main(BENCH))
+    _b.script(BENCH)
