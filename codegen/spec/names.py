@@ -71,6 +71,7 @@ GENERATED_LOCALS = frozenset(
         "_dt",
         "_dtype",
         "_e",
+        "_fn",
         "_fwd",
         "_fwd_pair",
         "_gen",
