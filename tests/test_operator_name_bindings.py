@@ -6,7 +6,11 @@ from __future__ import annotations
 
 import re
 
-from specs import generate_project, run_generated
+import pytest
+from specs import generate_project, replace, run_generated
+
+from codegen.pipeline import parse
+from codegen.spec.errors import SpecError
 
 # The names of a generated test module an operator could take (lower_snake_case, not 'test_*',
 # not 'torch' or 'pytest', which check_name refuses).
@@ -66,3 +70,14 @@ def test_operators_named_like_test_module_names_pass_their_generated_suites(tmp_
         # The suite called the operator (numerics, gradients), not a function of the test module.
         assert (name, "test_forward_matches_reference") in passed, (name, sorted(passed))
         assert (name, "test_gradients_match_reference") in passed, (name, sorted(passed))
+
+
+def test_an_argument_may_not_take_the_operator_binding_name():
+    """Note [library names]: ``_fn`` is a generated internal, refused where a spec names it."""
+    schema = "Tensor x, float eps=1e-6) -> (Tensor y"
+    with pytest.raises(SpecError) as info:
+        parse(replace(schema, schema.replace("eps", "_fn")), "ops.yaml")
+    assert [str(d) for d in info.value.diagnostics] == [
+        "ops.yaml:7:33: error: [l2norm] forward schema: argument name '_fn' is the name of a "
+        "generated internal; choose another name"
+    ]
