@@ -262,13 +262,22 @@ def test_no_generator_module_is_longer_than_a_sitting():
     assert not long, long
 
 
-def test_each_operator_section_is_one_partial():
-    """op.py.jinja only includes the partials of templates/op/, each once, in module order."""
-    top = (TEMPLATES / "op.py.jinja").read_text(encoding="utf-8")
-    included = re.findall(r'{% include "op/(\w+)\.py\.jinja" %}', top)
+@pytest.mark.parametrize(
+    "top, folder", [("op.py.jinja", "op"), ("test_op.py.jinja", "tests")], ids=["op", "tests"]
+)
+def test_each_generated_section_is_one_partial(top, folder):
+    """op.py.jinja and test_op.py.jinja only include the partials of their folder (templates/op/,
+    templates/tests/), each once, in module order; each partial renders the record of its view
+    module (codegen/views/op/, codegen/views/tests/)."""
+    text = (TEMPLATES / top).read_text(encoding="utf-8")
+    body = re.sub(r"{#.*?#}", "", text, flags=re.S)
+    included = re.findall(rf'{{% include "{folder}/(\w+)\.py\.jinja" %}}', body)
+    assert included and body.split() == [
+        part for name in included for part in f'{{% include "{folder}/{name}.py.jinja" %}}'.split()
+    ], f"{top} holds more than includes of {folder}/"
     partials = sorted(
-        p.name.removesuffix(".py.jinja") for p in (TEMPLATES / "op").glob("*.py.jinja")
+        p.name.removesuffix(".py.jinja") for p in (TEMPLATES / folder).glob("*.py.jinja")
     )
     assert sorted(included) == partials and len(set(included)) == len(included)
-    views = {p.stem for p in (CODEGEN / "views" / "op").glob("*.py")}
+    views = {p.stem for p in (CODEGEN / "views" / folder).glob("*.py")}
     assert set(included) <= views, f"sections without a view module: {set(included) - views}"

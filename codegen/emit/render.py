@@ -16,7 +16,7 @@ from ..spec.shapes import EvaluationError
 from ..views.bench_module import bench_view
 from ..views.op.module import op_view, package_view
 from ..views.reference_page import page_view
-from ..views.test_module import tests_view
+from ..views.tests.module import tests_view
 from .format import Formatter, GeneratorBug
 from .format_cache import FormatCache
 from .literals import docstring, py

@@ -13,7 +13,8 @@ from dataclasses import dataclass
 from ..resolve.resolved import ResolvedOp
 from ..spec.model import DType, Integration, Sample, Spec
 from ..spec.shapes import Expr
-from .test_module import DTypeRow, InputsView, _Builder, sample_id
+from .tests.common import DTypeRow, OpTests, sample_id
+from .tests.inputs import InputsView, inputs_view
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,7 +45,7 @@ class BenchView:
     inputs: InputsView
 
 
-class _BenchBuilder(_Builder):
+class _BenchBuilder(OpTests):
     """The tests' builder, sweeping the benchmark's dtypes: an input follows the swept dtype
     where it allows all of them, as in the tests."""
 
@@ -113,5 +114,5 @@ def bench_view(spec: Spec, r: ResolvedOp) -> BenchView:
             "backward_flops": _work(b.backward_flops),
         },
         baselines=tuple(BaselineRow(x.name, x.function, x.adapter) for x in b.baselines),
-        inputs=builder.inputs(),
+        inputs=inputs_view(builder),
     )

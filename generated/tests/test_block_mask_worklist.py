@@ -11,8 +11,9 @@ import torch
 
 # Imported by name so that the import block is the same in any project's lint configuration.
 _t = importlib.import_module("attnops._testing")
-block_mask_worklist = importlib.import_module("attnops").block_mask_worklist
-# Bound to a name no spec can give an operator (a reference may share the operator's name).
+# The operator and its reference, bound to names no spec can give an operator: one named like a
+# name of this module (make_inputs, functools) neither shadows it nor is shadowed.
+_fn = importlib.import_module("attnops").block_mask_worklist
 _reference = _t.load("attnops_kernels.block_mask_worklist.reference:block_mask_worklist_ref")
 
 _fwd = torch.ops.attnops.block_mask_worklist_fwd.default
@@ -75,7 +76,7 @@ def make_inputs(_sample: str, _dtype: str, _config: str = "default"):
 CASES = _t.cases(SAMPLES, DTYPES, CONFIGS, make_inputs)
 SUITE = _t.Suite(
     op="block_mask_worklist",
-    fn=block_mask_worklist,
+    fn=_fn,
     reference=_reference,
     make_inputs=make_inputs,
     configs=CONFIGS,
@@ -133,12 +134,12 @@ def test_accepts_each_listed_device(device):
         pytest.skip("Triton launchers run on CPU tensors only under TRITON_INTERPRET=1")
     inputs = make_inputs(next(iter(SAMPLES)), next(iter(DTYPES)))
     flags = {FLAG: False} if FLAG else {}
-    _t.check_device(block_mask_worklist, inputs, flags, device)
+    _t.check_device(_fn, inputs, flags, device)
 
 
 @functools.cache
 def _compiled(dynamic: bool):
-    return torch.compile(block_mask_worklist, fullgraph=True, dynamic=dynamic)
+    return torch.compile(_fn, fullgraph=True, dynamic=dynamic)
 
 
 @pytest.mark.parametrize("dynamic", [False, True], ids=["static", "dynamic"])

@@ -11,8 +11,9 @@ import torch
 
 # Imported by name so that the import block is the same in any project's lint configuration.
 _t = importlib.import_module("attnops._testing")
-chunk_gla = importlib.import_module("attnops").chunk_gla
-# Bound to a name no spec can give an operator (a reference may share the operator's name).
+# The operator and its reference, bound to names no spec can give an operator: one named like a
+# name of this module (make_inputs, functools) neither shadows it nor is shadowed.
+_fn = importlib.import_module("attnops").chunk_gla
 _reference = _t.load("attnops_kernels.chunk_gla.reference:chunk_gla_ref")
 
 _fwd = torch.ops.attnops.chunk_gla_fwd.default
@@ -136,7 +137,7 @@ def backward_args(inputs: dict, config: str, gen: torch.Generator) -> dict:
 CASES = _t.cases(SAMPLES, DTYPES, CONFIGS, make_inputs)
 SUITE = _t.Suite(
     op="chunk_gla",
-    fn=chunk_gla,
+    fn=_fn,
     reference=_reference,
     make_inputs=make_inputs,
     configs=CONFIGS,
@@ -236,7 +237,7 @@ def malformed_offsets_outcomes(sample: str) -> list[str]:
     """Run in a child process by test_rejects_malformed_offsets."""
     inputs = make_inputs(sample, next(iter(DTYPES)))
     flags = {FLAG: False} if FLAG else {}
-    return _t.offsets_outcomes(chunk_gla, inputs, "cu_seqlens", flags)
+    return _t.offsets_outcomes(_fn, inputs, "cu_seqlens", flags)
 
 
 @pytest.mark.parametrize("sample", _t.varlen_samples(SAMPLES, "cu_seqlens"))
@@ -268,12 +269,12 @@ def test_accepts_each_listed_device(device):
         pytest.skip("Triton launchers run on CPU tensors only under TRITON_INTERPRET=1")
     inputs = make_inputs(next(iter(SAMPLES)), next(iter(DTYPES)))
     flags = {FLAG: False} if FLAG else {}
-    _t.check_device(chunk_gla, inputs, flags, device)
+    _t.check_device(_fn, inputs, flags, device)
 
 
 @functools.cache
 def _compiled(dynamic: bool):
-    return torch.compile(chunk_gla, fullgraph=True, dynamic=dynamic)
+    return torch.compile(_fn, fullgraph=True, dynamic=dynamic)
 
 
 @pytest.mark.parametrize("dynamic", [False, True], ids=["static", "dynamic"])

@@ -11,8 +11,9 @@ import torch
 
 # Imported by name so that the import block is the same in any project's lint configuration.
 _t = importlib.import_module("attnops._testing")
-recurrent_gla_step = importlib.import_module("attnops").recurrent_gla_step
-# Bound to a name no spec can give an operator (a reference may share the operator's name).
+# The operator and its reference, bound to names no spec can give an operator: one named like a
+# name of this module (make_inputs, functools) neither shadows it nor is shadowed.
+_fn = importlib.import_module("attnops").recurrent_gla_step
 _reference = _t.load("attnops_kernels.recurrent_gla_step.reference:recurrent_gla_step_ref")
 
 _fwd = torch.ops.attnops.recurrent_gla_step_fwd.default
@@ -95,7 +96,7 @@ def make_inputs(_sample: str, _dtype: str, _config: str = "default"):
 CASES = _t.cases(SAMPLES, DTYPES, CONFIGS, make_inputs)
 SUITE = _t.Suite(
     op="recurrent_gla_step",
-    fn=recurrent_gla_step,
+    fn=_fn,
     reference=_reference,
     make_inputs=make_inputs,
     configs=CONFIGS,
@@ -149,10 +150,7 @@ def test_rejects_unsafe_mutation(name):
     others = [k for k, v in inputs.items() if k != name and isinstance(v, torch.Tensor)]
     cases = _t.aliased_mutations(inputs, name, others)
     _t.check_mutation_refused(
-        lambda bad: SUITE.call(recurrent_gla_step, bad, "default"),
-        "recurrent_gla_step",
-        name,
-        cases,
+        lambda bad: SUITE.call(_fn, bad, "default"), "recurrent_gla_step", name, cases
     )
 
 
@@ -161,7 +159,7 @@ def test_outputs_do_not_require_grad():
     inputs = make_inputs(next(iter(SAMPLES)), next(iter(DTYPES)))
     for name in ("q", "k", "v", "g"):
         inputs[name] = inputs[name].detach().requires_grad_()
-    for i, out in enumerate(_t.expand_lists(SUITE.call(recurrent_gla_step, inputs, "default"))):
+    for i, out in enumerate(_t.expand_lists(SUITE.call(_fn, inputs, "default"))):
         assert out is None or not out.requires_grad, f"output {i} requires grad"
 
 
@@ -188,12 +186,12 @@ def test_accepts_each_listed_device(device):
         pytest.skip("Triton launchers run on CPU tensors only under TRITON_INTERPRET=1")
     inputs = make_inputs(next(iter(SAMPLES)), next(iter(DTYPES)))
     flags = {FLAG: False} if FLAG else {}
-    _t.check_device(recurrent_gla_step, inputs, flags, device)
+    _t.check_device(_fn, inputs, flags, device)
 
 
 @functools.cache
 def _compiled(dynamic: bool):
-    return torch.compile(recurrent_gla_step, fullgraph=True, dynamic=dynamic)
+    return torch.compile(_fn, fullgraph=True, dynamic=dynamic)
 
 
 @pytest.mark.parametrize("dynamic", [False, True], ids=["static", "dynamic"])

@@ -1,0 +1,1 @@
+"""Views of a generated test module, a module per section of it."""
