@@ -38,6 +38,22 @@ SPEC = (
       tolerance:
         float32: [1.0e-5, 1.0e-5]
         bfloat16: [1.0e-2, 1.0e-2]
+  cudaonly:
+    doc: Scale x on CUDA only.
+    forward:
+      schema: "(Tensor x) -> Tensor out"
+      launchers:
+        cuda: warmupbase:cuda_fwd
+    inputs:
+      x: {shape: [..., D], dtypes: [float32]}
+    outputs:
+      out: {shape: [..., D], dtype: x}
+    reference: warmupbase:cuda_ref
+    tests:
+      samples:
+        - {batch: [2], D: 4}
+      tolerance:
+        float32: [1.0e-5, 1.0e-5]
 """
 )
 LAUNCHERS = """\
@@ -50,6 +66,14 @@ def scale_fwd(x, bias, mode):
     CALLS.append((tuple(x.shape), str(x.dtype), bias is not None, mode))
     out = x * (2.0 if mode == "double" else 0.5)
     return out if bias is None else out + bias.to(x.dtype)
+
+
+def cuda_fwd(x):
+    return x * 2
+
+
+def cuda_ref(x):
+    return x.float() * 2
 
 
 def scale_ref(x, bias=None, mode="double"):
@@ -76,7 +100,7 @@ out["second"] = rows(demo.warmup())
 out["second_s"] = time.perf_counter() - start
 out["second_calls"] = len(calls) - len(out["first_calls"])
 errors = []
-for kw in ({"ops": ["scale", "nothere"]}, {"dtypes": ["float16"]}, {"ops": "l2norm", "dtypes": "bf16"}):
+for kw in ({"ops": ["scale", "nothere"]}, {"ops": ["cudaonly"]}, {"dtypes": ["float16"]}, {"ops": "l2norm", "dtypes": "bf16"}):
     try:
         demo.warmup(**kw)
     except ValueError as exc:
@@ -113,7 +137,7 @@ def test_warmup_of_a_tiny_project(project, tmp_path):
     ]
     # Then all: one entry per (operator, variant value, dtype, pass), operators in name order,
     # a backward pass for l2norm only (the operator with a backward stage); the bfloat16 entries
-    # of scale were done above and run nothing.
+    # of scale were done above and run nothing; cudaonly has no CPU launcher and is left out.
     assert out["first"] == [
         ["l2norm", "default", "float32", "fwd", 1, False],
         ["l2norm", "default", "float32", "fwd+bwd", 1, False],
@@ -130,11 +154,23 @@ def test_warmup_of_a_tiny_project(project, tmp_path):
     assert out["second_calls"] == 0
     assert out["second_s"] < 0.01, out["second_s"]
     assert out["errors"] == [
-        "warmup: unknown operator 'nothere'; expected one of: l2norm, scale",
+        "warmup: unknown operator 'nothere'; expected one of: cudaonly, l2norm, scale",
+        "warmup: operator 'cudaonly' has no launcher for device 'cpu'; it has: cuda",
         "warmup: dtype 'float16' is not a dtype of the operators warmed up; expected one of: "
         "bfloat16, float32",
         "warmup: dtype 'bf16' is not a dtype of the operators warmed up; expected one of: float32",
     ]
+
+
+@pytest.mark.parametrize("name", ["warmup", "WarmupEntry"])
+def test_an_operator_cannot_take_the_names_of_warmup(tmp_path, capsys, name):
+    from codegen.cli import main
+
+    (tmp_path / "ops.yaml").write_text(BASE.replace("  l2norm:", f"  {name}:"))
+    out = tmp_path / "out"
+    assert main(["regenerate", "--spec", str(tmp_path / "ops.yaml"), "--out", str(out)]) == 2
+    assert not out.exists()
+    assert f"'{name}' is reserved by the generated code" in capsys.readouterr().err
 
 
 def test_warmup_of_the_shipped_package():

@@ -145,7 +145,8 @@ def _render_into(
             formatter.add(
                 f"{root}/_warmup_plan.py",
                 env.get_template("warmup_plan.py.jinja").render(
-                    header=head, w=warmup_view(spec, ops)
+                    header=head + next((d for d in map(_lint_directive, ops) if d), ""),
+                    w=warmup_view(spec, ops),
                 ),
             )
         # PEP 561: type checkers read the package's annotations (empty: the package is complete).

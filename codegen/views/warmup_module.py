@@ -26,6 +26,7 @@ class WarmupOp:
     dtypes: tuple[DTypeRow, ...]
     differentiable: tuple[str, ...]
     backward: bool  # the operator has a backward stage: warm it up too
+    devices: tuple[str, ...]  # the device types its forward has launchers for
     inputs: InputsView
 
 
@@ -49,6 +50,7 @@ def warmup_op(spec: Spec, r: ResolvedOp) -> WarmupOp:
         dtypes=tuple(DTypeRow(d.short, d.torch_name) for d in b.test_dtypes()),
         differentiable=b.differentiable(),
         backward=r.op.backward is not None,
+        devices=tuple(sorted({x.device for x in r.op.forward.launchers})),
         inputs=b.inputs(),
     )
 

@@ -83,6 +83,7 @@ class Plan:
     dtypes: dict  # short id (bf16) -> torch dtype
     differentiable: tuple[str, ...]
     backward: bool
+    devices: tuple[str, ...]  # the device types its forward has launchers for
     make_inputs: Callable[[dict, dict, torch.dtype, torch.Generator], dict]
 
 
@@ -257,7 +258,8 @@ def warmup(
         dtypes: dtypes to warm up, as ``torch.bfloat16`` or ``"bfloat16"`` or ``"bf16"``
             (default: each operator's tested dtypes); an operator that declares none of them is
             skipped.
-        ops: operator names (default: all).
+        ops: operator names (default: all; an operator without a launcher for ``device`` is
+            then left out, and refused when named).
         backward: also run forward + backward where the operator has one.
         verbose: print a line per entry and the total.
 
@@ -288,6 +290,15 @@ def run(
     pkg = importlib.import_module(package)
     entries = []
     for plan in plans:
+        if device.type not in plan.devices:
+            if ops is not None:
+                raise ValueError(
+                    f"warmup: operator {plan.op!r} has no launcher for device {device.type!r}; "
+                    f"it has: {', '.join(plan.devices)}"
+                )
+            if verbose:
+                print(f"warmup: {plan.op}: skipped, no launcher for {device.type}", flush=True)
+            continue
         fn = getattr(pkg, plan.public)
         passes = (FWD, BWD) if plan.backward and backward else (FWD,)
         for vid, values in _variant_ids(plan.variants):

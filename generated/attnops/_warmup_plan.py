@@ -121,6 +121,7 @@ PLANS = (
         },
         differentiable=(),
         backward=False,
+        devices=("cpu", "cuda"),
         make_inputs=_inputs_block_mask_worklist,
     ),
     _t.Plan(
@@ -148,6 +149,7 @@ PLANS = (
         },
         differentiable=("q", "k", "v", "g", "initial_state"),
         backward=True,
+        devices=("cpu", "cuda"),
         make_inputs=_inputs_chunk_gla,
     ),
     _t.Plan(
@@ -169,6 +171,7 @@ PLANS = (
         },
         differentiable=("g", "A_log", "dt_bias"),
         backward=True,
+        devices=("cpu", "cuda"),
         make_inputs=_inputs_gate,
     ),
     _t.Plan(
@@ -192,6 +195,7 @@ PLANS = (
         },
         differentiable=("x",),
         backward=True,
+        devices=("cpu", "cuda"),
         make_inputs=_inputs_l2norm,
     ),
     _t.Plan(
@@ -213,6 +217,7 @@ PLANS = (
         },
         differentiable=(),
         backward=False,
+        devices=("cpu", "cuda"),
         make_inputs=_inputs_recurrent_gla_step,
     ),
 )
