@@ -202,7 +202,7 @@ def test_warmup_of_the_shipped_package():
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="compiles only happen on a GPU")
 def test_after_warmup_the_tested_calls_compile_nothing():
     """On a GPU: after ``warmup``, each generated test's own inputs (every sample, dtype and
-    configuration, built by the test module) compile no Triton kernel."""
+    configuration, built by the test module) compile no Triton kernel, forward or backward."""
     import importlib.util
     from pathlib import Path
 
@@ -223,6 +223,19 @@ def test_after_warmup_the_tested_calls_compile_nothing():
                     inputs = tests.make_inputs(sample, dtype, config)
                     flag = tests.FLAG
                     extra = {flag: tests.CONFIGS[config][flag]} if flag else {}
-                    with _warmup.triton_compiles() as compiled, torch.no_grad():
-                        fn(**inputs, **extra)
+                    leaves = []
+                    for name in tests.DIFFERENTIABLE if plan.backward else ():
+                        x = inputs.get(name)
+                        if isinstance(x, torch.Tensor) and x.is_floating_point():
+                            inputs[name] = x.detach().requires_grad_(True)
+                            leaves.append(inputs[name])
+                    with _warmup.triton_compiles() as compiled:
+                        out = fn(**inputs, **extra)
+                        outs = [
+                            t for t in out or () if isinstance(t, torch.Tensor) and t.requires_grad
+                        ]
+                        if leaves and outs:
+                            grads = [torch.ones_like(t) for t in outs]
+                            torch.autograd.grad(outs, leaves, grads, allow_unused=True)
+                        torch.cuda.synchronize()
                     assert compiled == [], (plan.op, sample, dtype, config, compiled)

@@ -650,8 +650,9 @@ def anchors(bench: Bench) -> list[list[str]]:
     for b in bench.baselines:
         dist = distribution(b.function.partition(":")[0])
         rows.append([b.name, dist, _version(dist), b.function])
-    ours = distribution(getattr(bench.fn, "__module__", None) or "")
-    rows.append([OURS, ours, _version(ours), f"{ours}.{bench.op}"])
+    package = (getattr(bench.fn, "__module__", None) or "").split(".")[0]
+    ours = distribution(package)
+    rows.append([OURS, ours, _version(ours), f"{package}.{bench.op}"])
     rows.append(["torch", "torch", torch.__version__, "-"])
     rows.append(["triton", "triton", _version("triton"), "-"])
     device = torch.cuda.get_device_name() if torch.cuda.is_available() else "CPU (no CUDA)"
