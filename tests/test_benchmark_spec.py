@@ -277,6 +277,8 @@ def test_the_generated_benchmark_runs_on_cpu(project, tmp_path):
         if column not in ("bytes", "FLOPs", "TB/s", "% copy", "TFLOP/s", "% peak"):
             assert f"| {column} " in methods, column
     assert "CUDA events around a loop of --graph-calls eager calls" in methods
+    # Two cells a row: no text of a method breaks the table.
+    assert all(line.count("|") == 3 for line in methods.strip().splitlines()), methods
     if importlib.util.find_spec("matplotlib") is None:
         assert "plot skipped: matplotlib is not installed" in out
     else:

@@ -228,19 +228,20 @@ def max_abs(a: torch.Tensor) -> float:
     return a.float().abs().max().item() if a.numel() else 0.0
 
 
-def markdown(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
-    """A markdown table; the first column left-aligned, the others right-aligned."""
+def markdown(header: Sequence[str], rows: Sequence[Sequence[str]], left: int = 1) -> str:
+    """A markdown table; the first ``left`` columns left-aligned, the others right-aligned."""
     cells = [list(map(str, header)), *[list(map(str, r)) for r in rows]]
     widths = [max(len(r[i]) for r in cells) for i in range(len(header))]
 
     def line(r: list[str]) -> str:
-        parts = [r[0].ljust(widths[0])] + [
-            c.rjust(w) for c, w in zip(r[1:], widths[1:], strict=True)
+        parts = [
+            c.ljust(w) if i < left else c.rjust(w)
+            for i, (c, w) in enumerate(zip(r, widths, strict=True))
         ]
         return "| " + " | ".join(parts) + " |"
 
     rule = "|" + "|".join(
-        "-" * (w + 2) if i == 0 else "-" * (w + 1) + ":" for i, w in enumerate(widths)
+        "-" * (w + 2) if i < left else "-" * (w + 1) + ":" for i, w in enumerate(widths)
     )
     return "\n".join([line(cells[0]), rule + "|", *(line(r) for r in cells[1:])])
 
@@ -288,8 +289,9 @@ METHODS = {
     "(or --peak-tflops)",
     "÷ ours": "the baseline's GPU us / ours (host us without CUDA)",
     "÷ ours (events)": "the baseline's events us / ours",
-    "ratio Δ": f"|÷ ours / ÷ ours (events) - 1|; marked {MARK} above {DISAGREE:.0%}",
-    "max abs diff": "largest |baseline - ours| over outputs (gradients for fwd+bwd)",
+    "ratio Δ": f"how far apart the two ratios are, abs(÷ ours / ÷ ours (events) - 1); marked "
+    f"{MARK} above {DISAGREE:.0%}",
+    "max abs diff": "largest abs(baseline - ours) over outputs (gradients for fwd+bwd)",
 }
 
 
@@ -663,8 +665,8 @@ def compare(bench: Bench) -> str:
     """The tables --compare prints: the anchors, then the method of each column."""
     return "\n\n".join(
         [
-            markdown(("anchor", "package", "version", "function"), anchors(bench)),
-            markdown(("column", "method"), list(METHODS.items())),
+            markdown(("anchor", "package", "version", "function"), anchors(bench), left=4),
+            markdown(("column", "method"), list(METHODS.items()), left=2),
         ]
     )
 

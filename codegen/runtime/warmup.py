@@ -286,6 +286,8 @@ def run(
     plans = _choose_ops(_plans(package), ops)
     wanted = _choose_dtypes(plans, dtypes)
     device = torch.device(device if device is not None else _default_device())
+    if device.type == "cuda" and device.index is None:  # "cuda" and "cuda:0" are one device
+        device = torch.device("cuda", torch.cuda.current_device())
     pkg = importlib.import_module(package)
     entries = []
     for plan in plans:
