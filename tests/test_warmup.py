@@ -99,8 +99,15 @@ start = time.perf_counter()
 out["second"] = rows(demo.warmup())
 out["second_s"] = time.perf_counter() - start
 out["second_calls"] = len(calls) - len(out["first_calls"])
+del calls[:]
+own = {"scale": [{"batch": [5], "D": 16}]}
+out["own"] = rows(demo.warmup(ops="scale", dtypes="float32", samples=own))
+out["own_calls"] = list(calls)
+out["own_again"] = rows(demo.warmup(ops="scale", dtypes="float32", samples=own))
 errors = []
-for kw in ({"ops": ["scale", "nothere"]}, {"ops": ["cudaonly"]}, {"dtypes": ["float16"]}, {"ops": "l2norm", "dtypes": "bf16"}):
+for kw in ({"ops": ["scale", "nothere"]}, {"ops": ["cudaonly"]}, {"dtypes": ["float16"]}, {"ops": "l2norm", "dtypes": "bf16"},
+           {"samples": {"scale": [{"batch": [5]}]}}, {"samples": {"scale": [{"D": 4, "T": 3}]}},
+           {"samples": {"nothere": []}}):
     try:
         demo.warmup(**kw)
     except ValueError as exc:
@@ -153,12 +160,23 @@ def test_warmup_of_a_tiny_project(project, tmp_path):
     assert out["second"] == [[*r[:4], 0, True] for r in out["first"]]
     assert out["second_calls"] == 0
     assert out["second_s"] < 0.01, out["second_s"]
+    # Samples of one's own: the spec's sample format, cached apart from the spec's samples.
+    assert out["own"] == [
+        ["scale", "mode=double", "float32", "fwd", 2, False],
+        ["scale", "mode=half", "float32", "fwd", 2, False],
+    ]
+    assert [c[:3] for c in out["own_calls"]] == [[[5, 16], "torch.float32", b] for b in [1, 0] * 2]
+    assert out["own_again"] == [[*r[:4], 0, True] for r in out["own"]]
     assert out["errors"] == [
         "warmup: unknown operator 'nothere'; expected one of: cudaonly, l2norm, scale",
         "warmup: operator 'cudaonly' has no launcher for device 'cpu'; it has: cuda",
         "warmup: dtype 'float16' is not a dtype of the operators warmed up; expected one of: "
         "bfloat16, float32",
         "warmup: dtype 'bf16' is not a dtype of the operators warmed up; expected one of: float32",
+        "warmup: sample {'batch': [5]} of 'scale' lacks 'D'; a sample gives: D, batch",
+        "warmup: sample {'D': 4, 'T': 3} of 'scale' lacks 'batch'; gives unknown 'T'; a sample "
+        "gives: D, batch",
+        "warmup: samples name unknown operator 'nothere'; expected one of: cudaonly, l2norm, scale",
     ]
 
 

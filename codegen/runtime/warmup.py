@@ -180,6 +180,47 @@ def _choose_dtypes(plans: list[Plan], dtypes) -> set[torch.dtype] | None:
     return out
 
 
+def _choose_samples(plans: tuple[Plan, ...], samples) -> dict[str, tuple[dict, str]]:
+    """Per operator named in ``samples``: its samples by id, and their repr (a cache key)."""
+    if samples is None:
+        return {}
+    if not isinstance(samples, dict):
+        raise ValueError(
+            f"warmup: samples must map operator names to lists of samples, got "
+            f"{type(samples).__name__}"
+        )
+    by_name = {p.op: p for p in plans}
+    out = {}
+    for name, given in samples.items():
+        if name not in by_name:
+            raise ValueError(
+                f"warmup: samples name unknown operator {name!r}; expected one of: "
+                f"{', '.join(by_name)}"
+            )
+        given = [given] if isinstance(given, dict) else list(given)
+        needed = sorted(set().union(*(s.keys() for s in by_name[name].samples.values())))
+        required = sorted(set.intersection(*(set(s) for s in by_name[name].samples.values())))
+        runs = {}
+        for i, sample in enumerate(given):
+            if not isinstance(sample, dict):
+                raise ValueError(f"warmup: a sample of {name!r} must be a dict, got {sample!r}")
+            missing = [k for k in required if k not in sample]
+            unknown = [k for k in sample if k not in needed]
+            if missing or unknown:
+                what = f"lacks {', '.join(map(repr, missing))}" if missing else ""
+                what += "; " if missing and unknown else ""
+                what += f"gives unknown {', '.join(map(repr, unknown))}" if unknown else ""
+                raise ValueError(
+                    f"warmup: sample {sample!r} of {name!r} {what}; a sample gives: "
+                    f"{', '.join(needed)}"
+                )
+            runs[str(i)] = sample
+        if not runs:
+            raise ValueError(f"warmup: no sample given for {name!r}")
+        out[name] = (runs, repr([sorted(s.items()) for s in given]))
+    return out
+
+
 def _variant_ids(variants: dict) -> list[tuple[str, dict]]:
     """Each combination of variant values, with its id ("default" where there are none)."""
     if not variants:
@@ -243,6 +284,7 @@ def warmup(
     dtypes: Iterable[str | torch.dtype] | str | torch.dtype | None = None,
     ops: Iterable[str] | str | None = None,
     *,
+    samples: dict[str, Iterable[dict]] | None = None,
     backward: bool = True,
     verbose: bool = False,
 ) -> list[WarmupEntry]:
@@ -259,6 +301,10 @@ def warmup(
             skipped.
         ops: operator names (default: all; an operator without a launcher for ``device`` is
             then left out, and refused when named).
+        samples: per operator name, the samples to run instead of the spec's test samples, in
+            the spec's sample format (``{"B": 1, "T": 64, "H": 4, "K": 128, "V": 128}``;
+            ``"batch": [2, 3]`` for the '...' sizes): warm up the head dims and forms your calls
+            use, at a small batch and length.
         backward: also run forward + backward where the operator has one.
         verbose: print a line per entry and the total.
 
@@ -270,7 +316,7 @@ def warmup(
     1, pointer alignment, block sizes chosen from shapes such as the head dim): a later call
     whose shapes differ in those respects from the samples still compiles on its first call.
     """
-    return run(PACKAGE, device, dtypes, ops, backward=backward, verbose=verbose)
+    return run(PACKAGE, device, dtypes, ops, samples=samples, backward=backward, verbose=verbose)
 
 
 def run(
@@ -279,12 +325,14 @@ def run(
     dtypes=None,
     ops=None,
     *,
+    samples=None,
     backward: bool = True,
     verbose: bool = False,
 ) -> list[WarmupEntry]:
     """:func:`warmup` of the operators of ``package``."""
     plans = _choose_ops(_plans(package), ops)
     wanted = _choose_dtypes(plans, dtypes)
+    chosen = _choose_samples(_plans(package), samples)
     device = torch.device(device if device is not None else _default_device())
     if device.type == "cuda" and device.index is None:  # "cuda" and "cuda:0" are one device
         device = torch.device("cuda", torch.cuda.current_device())
@@ -301,13 +349,14 @@ def run(
                 print(f"warmup: {plan.op}: skipped, no launcher for {device.type}", flush=True)
             continue
         fn = getattr(pkg, plan.public)
+        runs, which = chosen.get(plan.op, (plan.samples, "tests"))
         passes = (FWD, BWD) if plan.backward and backward else (FWD,)
         for vid, values in _variant_ids(plan.variants):
             for dtype in plan.dtypes.values():
                 if wanted is not None and dtype not in wanted:
                     continue
                 for p in passes:
-                    key = (plan.op, vid, _dtype_name(dtype), p, str(device))
+                    key = (plan.op, vid, _dtype_name(dtype), p, str(device), which)
                     if key in _DONE:
                         entries.append(
                             _DONE[key]._replace(calls=0, seconds=0.0, cached=True, kernels=())
@@ -316,7 +365,7 @@ def run(
                     calls = 0
                     with triton_compiles() as kernels:
                         start = time.perf_counter()
-                        for sample in plan.samples.values():
+                        for sample in runs.values():
                             for config in _configs(plan, values):
                                 _call(plan, fn, sample, config, dtype, device, p == BWD)
                                 calls += 1
