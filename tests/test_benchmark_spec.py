@@ -4,6 +4,7 @@ interpreter, printing its table, its declared work and the reason a missing base
 
 from __future__ import annotations
 
+import importlib.metadata
 import importlib.util
 import re
 
@@ -189,7 +190,10 @@ def project(tmp_path_factory):
 
 
 def _table(stdout: str) -> tuple[list[str], list[list[str]]]:
-    lines = [line for line in stdout.splitlines() if line.startswith("|")]
+    """The measurements' table (after the tables of --compare, if any)."""
+    lines = [
+        line for line in stdout[stdout.index("| shape ") :].splitlines() if line.startswith("|")
+    ]
     cells = [[c.strip() for c in line.strip("|").split("|")] for line in lines]
     return cells[0], cells[2:]
 
@@ -197,7 +201,9 @@ def _table(stdout: str) -> tuple[list[str], list[list[str]]]:
 def test_the_generated_benchmark_runs_on_cpu(project, tmp_path):
     bench = _generated_benchmark(project / "out", "l2norm")
     plot = tmp_path / "plot.png"
-    result = run_generated(project, str(bench), "--smallest", "--calls", "3", "--plot", str(plot))
+    result = run_generated(
+        project, str(bench), "--smallest", "--calls", "3", "--plot", str(plot), "--compare"
+    )
     out = result.stdout
     assert result.returncode == 0, out[-3000:] + result.stderr[-3000:]
     assert out.startswith("# l2norm: CPU (no CUDA); torch ")
@@ -213,6 +219,7 @@ def test_the_generated_benchmark_runs_on_cpu(project, tmp_path):
         "pass",
         "host us",
         "GPU us",
+        "events us",
         "bytes",
         "FLOPs",
         "TB/s",
@@ -220,6 +227,8 @@ def test_the_generated_benchmark_runs_on_cpu(project, tmp_path):
         "TFLOP/s",
         "% peak",
         "÷ ours",
+        "÷ ours (events)",
+        "ratio Δ",
         "max abs diff",
     ]
     row = {(r[2], r[3]): dict(zip(header, r, strict=True)) for r in rows}
@@ -233,7 +242,9 @@ def test_the_generated_benchmark_runs_on_cpu(project, tmp_path):
     for key, r in row.items():
         assert (r["shape"], r["dtype"]) == ("batch2-D8", "fp32"), r
         assert float(r["host us"]) > 0, r
-        for column in ("GPU us", "TB/s", "% copy", "TFLOP/s", "% peak"):
+        gpu_columns = ("GPU us", "events us", "TB/s", "% copy", "TFLOP/s", "% peak")
+        gpu_columns += () if key[0] == "ours" else ("÷ ours (events)", "ratio Δ")
+        for column in gpu_columns:
             assert r[column] == "no CUDA", (key, column, r)
     for impl in ("ours", "plain"):
         # x and y: 2 * 8 float32 each, rstd 4 bytes a row; 3 FLOPs an element. The backward
@@ -244,7 +255,30 @@ def test_the_generated_benchmark_runs_on_cpu(project, tmp_path):
         assert float(row["plain", p]["max abs diff"]) < 1e-5, row["plain", p]
         assert float(row["plain", p]["÷ ours"]) > 0, row["plain", p]
         assert row["ours", p]["max abs diff"] == row["ours", p]["÷ ours"] == "-"
+        assert row["ours", p]["÷ ours (events)"] == row["ours", p]["ratio Δ"] == "-"
     assert "GPU columns: no CUDA here; host cost only" in out
+    assert "disagree by more than 5%" not in out  # no GPU ratios to compare
+    # --compare: the anchors and the method of each column, before the measurements.
+    anchors = out[out.index("| anchor ") : out.index("| column ")]
+    lines = [[c.strip() for c in line.strip("|").split("|")] for line in anchors.splitlines()]
+    assert lines[0] == ["anchor", "package", "version", "function"]
+    import torch
+
+    assert [line for line in lines[2:] if line != [""]] == [
+        ["missing", "nolib", "not installed", "nolib.mod:fn"],
+        ["plain", "benchbase", "not installed", "benchbase:plain_l2norm"],
+        ["ours", "demo", "not installed", "demo.l2norm"],
+        ["torch", "torch", torch.__version__, "-"],
+        ["triton", "triton", importlib.metadata.version("triton"), "-"],
+        ["device", "CPU (no CUDA)", "-", "-"],
+    ]
+    methods = out[out.index("| column ") : out.index("| shape ")]
+    for column in header[4:]:
+        if column not in ("bytes", "FLOPs", "TB/s", "% copy", "TFLOP/s", "% peak"):
+            assert f"| {column} " in methods, column
+    assert "CUDA events around a loop of --graph-calls eager calls" in methods
+    # Two cells a row: no text of a method breaks the table.
+    assert all(line.count("|") == 3 for line in methods.strip().splitlines()), methods
     if importlib.util.find_spec("matplotlib") is None:
         assert "plot skipped: matplotlib is not installed" in out
     else:
@@ -276,6 +310,50 @@ def test_the_work_rates_of_a_gpu_time():
     assert runner.rates({"bytes": None, "flops": None}, 4.0, torch.bfloat16) == ["-"] * 4
     assert runner.rates(work, bench.Cell(bench.NO_CUDA), torch.bfloat16) == ["no CUDA"] * 4
     assert bench._ratio(6.0, 4.0) == "1.5" and bench._ratio(bench.Cell("x"), 4.0) == "-"
+
+
+def test_the_anchors_name_installed_distributions():
+    """A baseline from an installed package is named by its distribution and version."""
+    from codegen.runtime import bench
+
+    b = bench.Bench(
+        op="l2norm",
+        fn=importlib.import_module("attnops").l2norm,
+        make_inputs=dict,
+        shapes={},
+        dtypes={},
+        flag=None,
+        configs={},
+        public_outputs=(),
+        differentiable=(),
+        backward=False,
+        graphable=True,
+        work=dict,
+        baselines=(bench.Baseline("yaml", "yaml:safe_load"),),
+    )
+    rows = bench.anchors(b)
+    assert rows[0] == ["yaml", "PyYAML", importlib.metadata.version("PyYAML"), "yaml:safe_load"]
+    assert rows[1][0] == "ours" and rows[1][3] == "attnops.l2norm"
+    assert rows[1][1:3] == ["attnops", importlib.metadata.version("attnops")]
+
+
+def test_the_two_methods_ratios_and_their_disagreement():
+    """Synthetic timings: (theirs, ours) by graph replay, then by CUDA events."""
+    from codegen.runtime.bench import Cell, compare_ratios
+
+    # Both say 2x: no mark.
+    assert compare_ratios(20.0, 10.0, 22.0, 11.0) == ["2", "2", "0.0%"]
+    # 2x by graph replay, 1.9x by events: 5.3% apart, marked.
+    assert compare_ratios(20.0, 10.0, 19.0, 10.0) == ["2", "1.9", "5.3% !"]
+    # Launch-bound: events see the host's 8 us for both, graph replay 2x; marked.
+    assert compare_ratios(4.0, 2.0, 8.0, 8.0) == ["2", "1", "100.0% !"]
+    # 4.9% apart: not marked; 5.1% apart: marked.
+    assert compare_ratios(10.49, 10.0, 10.0, 10.0) == ["1.05", "1", "4.9%"]
+    assert compare_ratios(10.0, 10.0, 10.51, 10.0) == ["1", "1.05", "4.9%"]
+    assert compare_ratios(10.51, 10.0, 10.0, 10.0) == ["1.05", "1", "5.1% !"]
+    # One method missing (no CUDA, a failed cell): no difference to state.
+    assert compare_ratios(6.0, 3.0, Cell("no CUDA"), Cell("no CUDA")) == ["2", "-", "-"]
+    assert compare_ratios(Cell("err: x"), 3.0, 6.0, 3.0) == ["-", "2", "-"]
 
 
 CHUNK_BENCH = """\

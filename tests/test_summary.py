@@ -56,6 +56,7 @@ def test_check_summary_lists_schema_signature_and_test_changes(project, capsys):
         "      SAMPLES:",
         "        + 'batch3-D5'",
         "  OPS.md: changed",  # the reference page shows the new default
+        "  demo/_warmup_plan.py: changed",  # the warm-up runs the new sample too
     ]
     # --check wrote nothing: the same summary again, byte for byte
     assert _regenerate(project, CHANGED, "--check", "--summary") == 1

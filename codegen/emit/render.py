@@ -17,6 +17,7 @@ from ..views.bench_module import bench_view
 from ..views.op.module import op_view, package_view
 from ..views.reference_page import page_view
 from ..views.tests.module import tests_view
+from ..views.warmup_module import warmup_view
 from .format import Formatter, GeneratorBug
 from .format_cache import FormatCache
 from .literals import docstring, py
@@ -47,6 +48,7 @@ STATIC = {
     "{package}/_testing.py": "testing",
     "{package}/_testing_backends.py": "testing_backends",
     "{package}/_bench.py": "bench",
+    "{package}/_warmup.py": "warmup",
     "tests/conftest.py": "conftest",
 }
 
@@ -139,6 +141,14 @@ def _render_into(
         )
         for rel, module in STATIC.items():
             formatter.add(rel.format(package=root), f"{head}\n{static_source(module)}")
+        with rendering(None):
+            formatter.add(
+                f"{root}/_warmup_plan.py",
+                env.get_template("warmup_plan.py.jinja").render(
+                    header=head + next((d for d in map(_lint_directive, ops) if d), ""),
+                    w=warmup_view(spec, ops),
+                ),
+            )
         # PEP 561: type checkers read the package's annotations (empty: the package is complete).
         formatter.add(f"{root}/py.typed", "")
         # The operators' reference page (Markdown; docs/ops.md links to the shipped one).

@@ -2,5 +2,5 @@
 
 They are ordinary Python so that they are linted and unit-tested where they live; the generator
 prepends the header and writes them as ``<package>/_runtime.py``, ``<package>/_layout.py``, ``<package>/_testing.py``,
-``<package>/_bench.py`` and ``tests/conftest.py``. They must not import this package or anything of the generator.
+``<package>/_bench.py``, ``<package>/_warmup.py`` and ``tests/conftest.py``. They must not import this package or anything of the generator.
 """

@@ -16,7 +16,7 @@ import sys
 IDENTIFIER = re.compile(r"[A-Za-z][A-Za-z0-9_]*")
 RESERVED = frozenset(
     {"torch", "Tensor", "NamedTuple", "ctx", "self", "cls", "pytest", "batch", "set_offsets_check"}
-    | {"set_index_check"}
+    | {"set_index_check", "warmup", "WarmupEntry"}
 )
 # 'batch' names the '...' sizes in test samples and locals; an argument may take it (the
 # generated code then calls its local '_batch': resolve/symbols.py, batch_local).
@@ -85,7 +85,15 @@ GENERATED_LOCALS = frozenset(
         "_t",
     }
 )
-ARGUMENT_RESERVED = RESERVED - {"self", "cls", "set_offsets_check", "set_index_check", "batch"}
+ARGUMENT_RESERVED = RESERVED - {
+    "self",
+    "cls",
+    "set_offsets_check",
+    "set_index_check",
+    "warmup",
+    "WarmupEntry",
+    "batch",
+}
 
 
 def check_argument_name(

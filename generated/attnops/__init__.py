@@ -6,6 +6,7 @@ imported on first launch.
 """
 
 from ._runtime import set_index_check, set_offsets_check
+from ._warmup import WarmupEntry, warmup
 from .block_mask_worklist import BlockMaskWorklistOutput, block_mask_worklist
 from .chunk_gla import ChunkGlaOutput, chunk_gla
 from .gate import GateOutput, gate
@@ -18,6 +19,7 @@ __all__ = [
     "GateOutput",
     "L2normOutput",
     "RecurrentGlaStepOutput",
+    "WarmupEntry",
     "block_mask_worklist",
     "chunk_gla",
     "gate",
@@ -25,4 +27,5 @@ __all__ = [
     "recurrent_gla_step",
     "set_index_check",
     "set_offsets_check",
+    "warmup",
 ]

@@ -12,6 +12,11 @@ one that autotunes tunes here and alone):
 - GPU time: ``calls`` calls captured in one CUDA graph, its replay timed with CUDA events, median
   of ``replays`` (:func:`graph_us`); an operator with data-dependent sizes reads them on the host,
   which no graph can hold, so it is timed with a synchronize after each call (:func:`synced_us`);
+- the same GPU time by a second, independent method: CUDA events around a loop of ``calls`` eager
+  calls after warm-up, median of ``replays`` (:func:`events_us`). It includes the launch cost
+  wherever the host issues calls slower than the GPU runs them (small shapes), which graph replay
+  removes; each ratio against a baseline is computed by both methods, and a ratio whose two
+  values differ by more than 5% is marked (:func:`compare_ratios`);
 - the declared work of one call, ``bytes`` and ``flops``, and its rate: TB/s and % of a
   device-to-device copy of as many bytes, TFLOP/s and % of a dense matmul measured here in the
   same dtype;
@@ -131,6 +136,35 @@ def graph_us(fn: Fn, *, calls: int = 10, replays: int = 5, grad: bool = False) -
     return statistics.median(times)
 
 
+def events_us(fn: Fn, *, calls: int = 10, rounds: int = 5, grad: bool = False) -> float:
+    """GPU time per call in microseconds, by CUDA events recorded around a loop of ``calls``
+    eager calls (two warm-up calls first, a synchronize before each round), median of
+    ``rounds``. Unlike :func:`graph_us` it includes the host's launch cost wherever the host is
+    slower than the GPU, and any synchronize a call makes."""
+    with torch.set_grad_enabled(grad):
+        for _ in range(2):
+            fn()
+        torch.cuda.synchronize()
+        start = torch.cuda.Event(enable_timing=True)
+        end = torch.cuda.Event(enable_timing=True)
+        times = []
+        enabled = gc.isenabled()
+        gc.disable()
+        try:
+            for _ in range(rounds):
+                torch.cuda.synchronize()
+                start.record()
+                for _ in range(calls):
+                    fn()
+                end.record()
+                end.synchronize()
+                times.append(start.elapsed_time(end) * 1e3 / calls)
+        finally:
+            if enabled:
+                gc.enable()
+    return statistics.median(times)
+
+
 def synced_us(fn: Fn, *, calls: int, rounds: int, sync: Fn, grad: bool = False) -> float:
     """Wall time per call with a synchronize after each call, median over rounds."""
     with torch.set_grad_enabled(grad):
@@ -195,19 +229,20 @@ def max_abs(a: torch.Tensor) -> float:
     return a.float().abs().max().item() if a.numel() else 0.0
 
 
-def markdown(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
-    """A markdown table; the first column left-aligned, the others right-aligned."""
+def markdown(header: Sequence[str], rows: Sequence[Sequence[str]], left: int = 1) -> str:
+    """A markdown table; the first ``left`` columns left-aligned, the others right-aligned."""
     cells = [list(map(str, header)), *[list(map(str, r)) for r in rows]]
     widths = [max(len(r[i]) for r in cells) for i in range(len(header))]
 
     def line(r: list[str]) -> str:
-        parts = [r[0].ljust(widths[0])] + [
-            c.rjust(w) for c, w in zip(r[1:], widths[1:], strict=True)
+        parts = [
+            c.ljust(w) if i < left else c.rjust(w)
+            for i, (c, w) in enumerate(zip(r, widths, strict=True))
         ]
         return "| " + " | ".join(parts) + " |"
 
     rule = "|" + "|".join(
-        "-" * (w + 2) if i == 0 else "-" * (w + 1) + ":" for i, w in enumerate(widths)
+        "-" * (w + 2) if i < left else "-" * (w + 1) + ":" for i, w in enumerate(widths)
     )
     return "\n".join([line(cells[0]), rule + "|", *(line(r) for r in cells[1:])])
 
@@ -226,6 +261,7 @@ COLUMNS = (
     "pass",
     "host us",
     "GPU us",
+    "events us",
     "bytes",
     "FLOPs",
     "TB/s",
@@ -233,8 +269,31 @@ COLUMNS = (
     "TFLOP/s",
     "% peak",
     "÷ ours",
+    "÷ ours (events)",
+    "ratio Δ",
     "max abs diff",
 )
+# Two methods' ratios against a baseline farther apart than this are marked.
+DISAGREE = 0.05
+MARK = "!"
+# What each column measures (printed by --compare).
+METHODS = {
+    "host us": "wall time of one eager call with the device idle (a synchronize before it), "
+    "median of --calls",
+    "GPU us": "CUDA-graph replay of --graph-calls calls timed with CUDA events, median of "
+    "--replays; an operator with data-dependent sizes: wall time with a synchronize after each "
+    "call",
+    "events us": "CUDA events around a loop of --graph-calls eager calls after warm-up, median of "
+    "--replays; includes launch cost where the host is slower than the GPU",
+    "TB/s, % copy": "declared bytes / GPU us; against a device-to-device copy of as many bytes",
+    "TFLOP/s, % peak": "declared flops / GPU us; against a dense matmul in the dtype "
+    "(or --peak-tflops)",
+    "÷ ours": "the baseline's GPU us / ours (host us without CUDA)",
+    "÷ ours (events)": "the baseline's events us / ours",
+    "ratio Δ": f"how far apart the two ratios are, abs(÷ ours / ÷ ours (events) - 1); marked "
+    f"{MARK} above {DISAGREE:.0%}",
+    "max abs diff": "largest abs(baseline - ours) over outputs (gradients for fwd+bwd)",
+}
 
 
 class Cell(str):
@@ -392,6 +451,11 @@ class Runner:
             fn, calls=self.args.graph_calls, rounds=self.args.replays, sync=self.sync, grad=grad
         )
 
+    def events(self, fn: Fn, grad: bool) -> float | Cell:
+        if not self.cuda:
+            return Cell(NO_CUDA)
+        return events_us(fn, calls=self.args.graph_calls, rounds=self.args.replays, grad=grad)
+
     def host(self, fn: Fn, grad: bool) -> float:
         return host_call_us(fn, calls=self.args.calls, sync=self.sync, grad=grad)
 
@@ -438,7 +502,7 @@ class Runner:
         bench = self.bench
         inputs = bench.make_inputs(shape, dtype)
         passes = (FWD, FWD_BWD) if bench.backward else (FWD,)
-        rows, results, times = [], {}, {}
+        rows, results, times, events = [], {}, {}, {}
         for p in passes:
             for name, impl in impls.items():
                 # The first calls (compiles, autotuning) happen in ``results``, untimed.
@@ -446,11 +510,13 @@ class Runner:
                 results[p, name] = got
                 grad = p == FWD_BWD
                 if fn is None:  # the forward + backward could not be set up: got says why
-                    host = gpu = got
+                    host = gpu = ev = got
                 else:
                     host = self.cell(lambda fn=fn, grad=grad: self.host(fn, grad))
                     gpu = self.cell(lambda fn=fn, grad=grad: self.gpu(fn, grad))
+                    ev = self.cell(lambda fn=fn, grad=grad: self.events(fn, grad))
                 times[p, name] = gpu if self.cuda else host
+                events[p, name] = ev
                 work = self.cell(
                     lambda got=results[FWD, name], p=p: self.work(p, shape, inputs, got)
                 )
@@ -461,13 +527,17 @@ class Runner:
                     else [work] * 4
                 )
                 if name == OURS:
-                    ratio, diff = "-", "-"
+                    ratios, diff = ["-"] * 3, "-"
                 else:
-                    ratio = _ratio(times[p, name], times[p, OURS])
+                    ratios = compare_ratios(
+                        times[p, name], times[p, OURS], events[p, name], events[p, OURS]
+                    )
+                    if not self.cuda:
+                        ratios = [ratios[0], NO_CUDA, NO_CUDA]
                     diff = self.cell(lambda got=got, p=p: _diff(results[p, OURS], got))
                 diff = diff if isinstance(diff, str) else f"{diff:.3g}"
-                row = [shape, dtype, name, p, _fmt(host), _fmt(gpu), *amounts, *rates]
-                rows.append(row + [ratio, diff])
+                row = [shape, dtype, name, p, _fmt(host), _fmt(gpu), _fmt(ev), *amounts, *rates]
+                rows.append(row + [*ratios, diff])
         return rows
 
     def prepare(self, p: str, impl: Callable, inputs: dict, shape: str):
@@ -522,9 +592,30 @@ def _fmt(value) -> str:
 
 
 def _ratio(theirs, ours) -> str:
-    if isinstance(theirs, float) and isinstance(ours, float) and ours > 0:
-        return f"{theirs / ours:.3g}"
-    return "-"
+    q = _quotient(theirs, ours)
+    return "-" if q is None else f"{q:.3g}"
+
+
+def compare_ratios(
+    theirs: object, ours: object, theirs_events: object, ours_events: object
+) -> list[str]:
+    """A baseline's ratio to ours by the first method (graph replay, or host cost without
+    CUDA) and by CUDA events, and how far apart they are: ``|a / b - 1|`` in percent, marked
+    with ``MARK`` above ``DISAGREE``. A time that is not a positive number (a Cell: why it is
+    empty) leaves its ratio and the difference as '-'."""
+    a, b = _quotient(theirs, ours), _quotient(theirs_events, ours_events)
+    if a is None or b is None:
+        delta = "-"
+    else:
+        apart = abs(a / b - 1)
+        delta = f"{100 * apart:.1f}%" + (f" {MARK}" if apart > DISAGREE else "")
+    return [_ratio(theirs, ours), _ratio(theirs_events, ours_events), delta]
+
+
+def _quotient(theirs, ours) -> float | None:
+    if isinstance(theirs, float) and isinstance(ours, float) and ours > 0 and theirs > 0:
+        return theirs / ours
+    return None
 
 
 def _version(name: str) -> str:
@@ -544,6 +635,41 @@ def environment(bench: Bench) -> str:
         version = getattr(module, "__version__", None) if module is not None else None
         parts.append(f"{b.name} {version or _version(top)}")
     return "; ".join(parts)
+
+
+def distribution(module: str) -> str:
+    """The installed distribution that provides the top-level package of ``module`` (its own
+    name where none is known)."""
+    top = module.split(".")[0]
+    names = importlib.metadata.packages_distributions().get(top, [])
+    return names[0] if names else top
+
+
+def anchors(bench: Bench) -> list[list[str]]:
+    """What the numbers are relative to: each baseline's package and version (from
+    importlib.metadata, or "not installed"), ours, torch, triton and the device."""
+    rows = []
+    for b in bench.baselines:
+        dist = distribution(b.function.partition(":")[0])
+        rows.append([b.name, dist, _version(dist), b.function])
+    package = (getattr(bench.fn, "__module__", None) or "").split(".")[0]
+    ours = distribution(package)
+    rows.append([OURS, ours, _version(ours), f"{package}.{bench.op}"])
+    rows.append(["torch", "torch", torch.__version__, "-"])
+    rows.append(["triton", "triton", _version("triton"), "-"])
+    device = torch.cuda.get_device_name() if torch.cuda.is_available() else "CPU (no CUDA)"
+    rows.append(["device", device, "-", "-"])
+    return rows
+
+
+def compare(bench: Bench) -> str:
+    """The tables --compare prints: the anchors, then the method of each column."""
+    return "\n\n".join(
+        [
+            markdown(("anchor", "package", "version", "function"), anchors(bench), left=4),
+            markdown(("column", "method"), list(METHODS.items()), left=2),
+        ]
+    )
 
 
 def plot(bench: Bench, rows: list[list[str]], path: str, env: str, cuda: bool) -> str:
@@ -599,6 +725,12 @@ def parse_args(bench: Bench, argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--peak-tflops", type=float, help="dense peak (default: a matmul, measured)")
     p.add_argument("--plot", metavar="FILE", help="bar plot of the times (needs matplotlib)")
     p.add_argument("--verbose", action="store_true", help="tracebacks of failed cells")
+    p.add_argument(
+        "--compare",
+        action="store_true",
+        help="also print the anchors (baselines' packages and versions, ours, torch, triton, "
+        "device) and the method of each column",
+    )
     args = p.parse_args(argv)
     for what, table in (("shapes", bench.shapes), ("dtypes", bench.dtypes)):
         chosen = getattr(args, what)
@@ -621,6 +753,8 @@ def main(bench: Bench, argv: Sequence[str] | None = None) -> int:
         else:
             impls[b.name] = fn
     print("\n".join(lines), flush=True)
+    if args.compare:
+        print(compare(bench), flush=True)
     shapes = (
         [_smallest(bench)]
         if args.smallest
@@ -634,6 +768,12 @@ def main(bench: Bench, argv: Sequence[str] | None = None) -> int:
     print(markdown(COLUMNS, rows))
     if not runner.cuda:
         print(f"GPU columns: {NO_CUDA} here; host cost only (÷ ours compares host cost).")
+    flagged = [r for r in rows if r[COLUMNS.index("ratio Δ")].endswith(MARK)]
+    if flagged:
+        print(
+            f"{MARK}: {len(flagged)} ratio(s) where graph replay and CUDA events disagree by more "
+            f"than {DISAGREE:.0%}; do not quote them without looking at both."
+        )
     if args.plot:
         print(plot(bench, rows, args.plot, env, runner.cuda))
     return 0

@@ -88,6 +88,11 @@ class PackageView:
 
 def package_view(namespace: str, package: str, ops: tuple[OpView, ...]) -> PackageView:
     ops = tuple(sorted(ops, key=lambda v: v.module))
-    names = [name for op in ops for name in op.exports] + ["set_offsets_check", "set_index_check"]
+    names = [name for op in ops for name in op.exports] + [
+        "set_offsets_check",
+        "set_index_check",
+        "WarmupEntry",
+        "warmup",
+    ]
     exports = tuple(sorted(names, key=import_order))
     return PackageView(namespace, package, ops, exports)
