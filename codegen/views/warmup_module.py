@@ -10,7 +10,8 @@ from dataclasses import dataclass
 
 from ..resolve.resolved import ResolvedOp
 from ..spec.model import Spec
-from .test_module import DTypeRow, InputsView, _Builder
+from .tests.common import DTypeRow, OpTests
+from .tests.inputs import InputsView, inputs_view
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,7 +38,7 @@ class WarmupView:
 
 
 def warmup_op(spec: Spec, r: ResolvedOp) -> WarmupOp:
-    b = _Builder(spec, r)
+    b = OpTests(spec, r)
     return WarmupOp(
         op=r.name,
         module=r.names.module,
@@ -51,7 +52,7 @@ def warmup_op(spec: Spec, r: ResolvedOp) -> WarmupOp:
         differentiable=b.differentiable(),
         backward=r.op.backward is not None,
         devices=tuple(sorted({x.device for x in r.op.forward.launchers})),
-        inputs=b.inputs(),
+        inputs=inputs_view(b),
     )
 
 
