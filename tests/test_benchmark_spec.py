@@ -449,3 +449,46 @@ def test_why_a_baseline_is_skipped(tmp_path, monkeypatch):
         assert bench.load_baseline(baseline) == (None, why)
     fn, why = bench.load_baseline(bench.Baseline("e", "present:f", "present:adapt"))
     assert why == "" and fn(x=3) == 4
+
+
+def test_an_in_place_update_is_timed_on_copies():
+    """An operator that updates its state in place: ours is timed first, many calls, and the
+    baseline's first call must still see the values ours saw (forward and forward + backward)."""
+    import argparse
+
+    import torch
+
+    from codegen.runtime import bench
+
+    def step(state, x):  # state <- state + x, returns 2 * state (the updated state)
+        with torch.no_grad():
+            state.add_(x.detach())
+        return 2 * (state + x - x.detach())
+
+    gen = torch.Generator().manual_seed(0)
+    values = {"state": torch.randn(4, 8, generator=gen), "x": torch.randn(4, 8, generator=gen)}
+    b = bench.Bench(
+        op="step",
+        fn=step,
+        make_inputs=lambda shape, dtype: {k: v.clone() for k, v in values.items()},
+        shapes={"s": {}},
+        dtypes={"float32": torch.float32},
+        flag=None,
+        configs={"s": {}},
+        public_outputs=("out",),
+        differentiable=("x",),
+        backward=True,
+        graphable=True,
+        work=lambda names: dict.fromkeys(
+            ("bytes", "flops", "backward_bytes", "backward_flops"), None
+        ),
+    )
+    args = bench.parse_args(b, ["--calls", "7"])
+    rows = bench.Runner(b, args).measure("s", "float32", {"ours": step, "same": step})
+    diffs = {(r[2], r[3]): r[-1] for r in rows}
+    assert diffs == {
+        ("ours", "fwd"): "-",
+        ("same", "fwd"): "0",
+        ("ours", "fwd+bwd"): "-",
+        ("same", "fwd+bwd"): "0",
+    }

@@ -36,7 +36,6 @@ import importlib.metadata
 import math
 import os
 import statistics
-import sys
 import time
 import traceback
 from collections.abc import Callable, Sequence
@@ -517,8 +516,10 @@ class Runner:
                     ev = self.cell(lambda fn=fn, grad=grad: self.events(fn, grad))
                 times[p, name] = gpu if self.cuda else host
                 events[p, name] = ev
+                # The declared work is the operator's, whichever implementation runs it: it
+                # reads our outputs, so a baseline that failed still shows it.
                 work = self.cell(
-                    lambda got=results[FWD, name], p=p: self.work(p, shape, inputs, got)
+                    lambda got=results[FWD, OURS], p=p: self.work(p, shape, inputs, got)
                 )
                 amounts = [_amount(work, k) for k in ("bytes", "flops")]
                 rates = (
@@ -630,10 +631,7 @@ def environment(bench: Bench) -> str:
     device = torch.cuda.get_device_name() if torch.cuda.is_available() else "CPU (no CUDA)"
     parts = [device, f"torch {torch.__version__}", f"triton {_version('triton')}"]
     for b in bench.baselines:
-        top = b.function.partition(":")[0].split(".")[0]
-        module = sys.modules.get(top)
-        version = getattr(module, "__version__", None) if module is not None else None
-        parts.append(f"{b.name} {version or _version(top)}")
+        parts.append(f"{b.name} {_version(distribution(b.function.partition(':')[0]))}")
     return "; ".join(parts)
 
 
