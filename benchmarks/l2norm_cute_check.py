@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import importlib
 import itertools
 import os
 import platform
@@ -22,7 +23,7 @@ import statistics
 import sys
 import time
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import torch
@@ -467,6 +468,98 @@ def sweep() -> list[str]:
     return rows
 
 
+def _quack():
+    """quack-kernels' row norm (``quack.rmsnorm``), or None where it is not importable."""
+    try:
+        rmsnorm = importlib.import_module("quack.rmsnorm")
+    except Exception as exc:  # noqa: BLE001 - any import failure leaves its column empty
+        print(f"quack: not importable ({type(exc).__name__}: {exc})", flush=True)
+        return None
+    return rmsnorm
+
+
+def crossover(elements: int, widths: Sequence[int], dtypes: Sequence[torch.dtype]) -> list[str]:
+    """GPU time (graph replay) of each backend per row width at a fixed number of elements:
+    Triton, CuTe and quack's rmsnorm without weight (the same bytes: x read, y written; rstd
+    with grad), forward and backward; host cost per forward call at 1024 rows. Where CuTe is
+    slower than Triton, the layout contract should keep it off (docs/performance.md)."""
+    q = _quack()
+    rows = [
+        f"crossover: x = (elements / D, D), {elements} elements; GPU us by graph replay "
+        "(median); host us per forward call at 1024 rows",
+        "| dtype | D | pass | triton us | cute us | quack us | cute / triton | cute / quack "
+        "| host triton | host cute | host quack |",
+        "|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for dtype in dtypes:
+        for D in widths:
+            x = torch.randn(elements // D, D, device="cuda", dtype=dtype)
+            dy = torch.randn_like(x)
+            small = torch.randn(1024, D, device="cuda", dtype=dtype)
+            _, rstd = lt.l2norm_fwd(x, EPS)
+            fns = {
+                ("fwd", "triton"): fwd_only(lt, x),
+                ("fwd", "cute"): fwd_only(lc, x),
+                ("bwd", "triton"): bwd_only(lt, dy, x, rstd),
+                ("bwd", "cute"): bwd_only(lc, dy, x, rstd),
+            }
+            hosts = {"triton": fwd_only(lt, small), "cute": fwd_only(lc, small)}
+            if q is not None:
+                _, _, qr = q.rmsnorm_fwd(x, None, eps=EPS, store_rstd=True)
+                fns["fwd", "quack"] = lambda x=x: q.rmsnorm_fwd(x, None, eps=EPS)
+                fns["bwd", "quack"] = lambda x=x, dy=dy, qr=qr: q.rmsnorm_bwd(x, None, dy, qr)
+                hosts["quack"] = lambda small=small: q.rmsnorm_fwd(small, None, eps=EPS)
+            times = graph_time_us(fns)
+            host = {k: host_us(f) for k, f in hosts.items()}
+            for p in ("fwd", "bwd"):
+                t = {impl: times.get((p, impl)) for impl in ("triton", "cute", "quack")}
+
+                def cell(v):
+                    return "-" if v is None else f"{v:.1f}"
+
+                def ratio(a, b):
+                    return "-" if a is None or b is None else f"{a / b:.2f}"
+
+                rows.append(
+                    f"| {SHORT[dtype]} | {D} | {p} | {cell(t['triton'])} | {cell(t['cute'])} | "
+                    f"{cell(t['quack'])} | {ratio(t['cute'], t['triton'])} | "
+                    f"{ratio(t['cute'], t['quack'])} | {host['triton']:.1f} | "
+                    f"{host['cute']:.1f} | {cell(host.get('quack'))} |"
+                )
+                print(rows[-1], flush=True)
+            del x, dy, rstd
+    return rows
+
+
+def max_values_sweep(elements: int, widths: Sequence[int]) -> list[str]:
+    """GPU time of the CuTe kernels at wide rows for several register budgets per thread
+    (``_MAX_VALUES``: rows longer than the budget are read twice)."""
+    rows = ["CuTe wide rows by _MAX_VALUES (bf16; us per call, graph replay): fwd / bwd"]
+    saved = lc._MAX_VALUES
+    try:
+        for D in widths:
+            x = torch.randn(elements // D, D, device="cuda", dtype=torch.bfloat16)
+            dy = torch.randn_like(x)
+            _, rstd = lt.l2norm_fwd(x, EPS)
+            cells = []
+            for budget in (64, 128, 256):
+                lc._MAX_VALUES = budget
+                lc._FWD.clear()
+                lc._BWD.clear()
+                t = graph_time_us(
+                    {"fwd": fwd_only(lc, x), "bwd": bwd_only(lc, dy, x, rstd)}, rounds=7
+                )
+                cells.append(f"{budget}: {t['fwd']:.1f} / {t['bwd']:.1f}")
+            rows.append(f"D {D}: " + "  ".join(cells))
+            print(rows[-1], flush=True)
+            del x, dy, rstd
+    finally:
+        lc._MAX_VALUES = saved
+        lc._FWD.clear()
+        lc._BWD.clear()
+    return rows
+
+
 def versions() -> str:
     import cutlass
 
@@ -489,8 +582,20 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--skip-bench", action="store_true")
     parser.add_argument("--sweep", action="store_true", help="also time tilings")
+    parser.add_argument(
+        "--crossover",
+        action="store_true",
+        help="only the backends side by side per row width (Triton, CuTe, quack)",
+    )
+    parser.add_argument("--elements", type=int, default=1 << 25, help="of x, for --crossover")
     parser.add_argument("--out", default=os.environ.get("OUT", "."))
     args = parser.parse_args()
+    if args.crossover:
+        widths = [64 << i for i in range(8)]
+        rows = crossover(args.elements, widths, (torch.bfloat16, torch.float16))
+        rows += max_values_sweep(args.elements, (1024, 2048, 4096, 8192))
+        print("\n".join(["", versions(), *rows]))
+        return 0
     Path(args.out).mkdir(parents=True, exist_ok=True)
     _log = open(Path(args.out) / "l2norm_cute_check.log", "w")
     log(versions())

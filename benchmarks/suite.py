@@ -12,7 +12,10 @@ benchmark (its inputs drawn by the benchmark's own ``make_inputs``):
 - host cost of the layers under the public function: the eager fast path, the dispatcher path
   (``set_eager_fast_path(False)``) and the forward launcher called directly.
 
-    python benchmarks/suite.py [--ops l2norm,gate] [--dry-run] [--no-compile]
+    python benchmarks/suite.py [--ops l2norm,gate] [--dry-run] [--no-compile] [--warmup]
+
+``--warmup`` first runs ``attnops.warmup()`` on the first-call shapes and prints its time: the
+first eager calls that follow then show what a user pays after warming up.
 """
 
 from __future__ import annotations
@@ -42,6 +45,11 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--dry-run", action="store_true", help="CPU (sets TRITON_INTERPRET=1)")
     p.add_argument("--no-compile", action="store_true", help="leave torch.compile out")
     p.add_argument("--calls", type=int, default=200, help="timed calls of host cost (median)")
+    p.add_argument(
+        "--warmup",
+        action="store_true",
+        help="attnops.warmup() on the first-call shapes first: the first calls then compile nothing",
+    )
     args = p.parse_args(argv)
     args.op_list = []
     for name in args.ops.split(","):
@@ -200,9 +208,40 @@ def guarded(what: str, fn, width: int) -> list[str]:
         return [what] + [f"err: {type(exc).__name__}"] * (width - 1)
 
 
+def warm(benches: dict) -> None:
+    """``attnops.warmup`` on the shape and dtype the first calls use (test-sample keys only),
+    timed per operator; prints its table."""
+    import attnops
+    from attnops import _warmup
+
+    plans = {p.op: p for p in _warmup._plans("attnops")}
+    samples, dtypes = {}, []
+    for op, bench in benches.items():
+        known = set().union(*(s.keys() for s in plans[op].samples.values()))
+        shape = resized(bench, next(iter(bench.shapes)), FIRST_CALL_SIZES[0])
+        samples[op] = [{k: v for k, v in shape.items() if k in known}]
+        dtypes.append(next(iter(bench.dtypes)))
+    start = time.perf_counter()
+    entries = attnops.warmup(dtypes=sorted(set(dtypes)), ops=list(benches), samples=samples)
+    total = time.perf_counter() - start
+    rows = {}
+    for e in entries:
+        row = rows.setdefault(e.op, [e.op, 0, 0.0, 0])
+        row[1] += e.calls
+        row[2] += e.seconds
+        row[3] += len(e.kernels)
+    print(f"### attnops.warmup() on those shapes: {total:.2f} s in all")
+    head = ("op", "calls", "seconds", "Triton kernels compiled or loaded")
+    print(
+        _bench.markdown(head, [[r[0], str(r[1]), f"{r[2]:.2f}", str(r[3])] for r in rows.values()])
+    )
+
+
 def main(args) -> int:
     sync = torch.cuda.synchronize if torch.cuda.is_available() else (lambda: None)
     benches = {op: benchmark_module(op) for op in args.op_list}
+    if args.warmup:
+        warm(benches)
     head = ("op", "1st eager ms", "2nd eager ms", "wrap_triton calls", "1st compile s")
     head += ("graphs", "recompiles, 2 more sizes")
     rows = [
