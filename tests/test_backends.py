@@ -142,6 +142,18 @@ def _errors(text: str) -> list[str]:
             "layout of 'x': alignment must be a power of two from 1 to 256 (bytes), got int 24",
         ),
         (
+            (FAST.replace("alignment: 16", "max_contiguous: 0"), SLOW),
+            "0}",
+            "layout of 'x': max_contiguous must be an int from 1 to 2**62 (elements along "
+            "contiguous_dim), got int 0",
+        ),
+        (
+            (FAST.replace("alignment: 16", "max_contiguous: 1.5"), SLOW),
+            "1.5",
+            "layout of 'x': max_contiguous must be an int from 1 to 2**62 (elements along "
+            "contiguous_dim), got float 1.5",
+        ),
+        (
             (FAST.replace("alignment: 16", "contiguous_dim: -2"), SLOW),
             "x:",
             "layout of 'x': contiguous_dim -2 is not a dim of its declared shape [..., D]",
@@ -231,7 +243,7 @@ ops:
           - backend: cutedsl
             launcher: "tbk_launch:fast"
             layout:
-              x: {alignment: 16}
+              x: {alignment: 16, max_contiguous: 8}
               w: {contiguous_dim: 0}
             int64: false
             signatures: [compact, general]
@@ -335,6 +347,46 @@ print(chosen(x))
         "triton",  # turned off
         "triton",  # not installed
     ]
+
+
+def test_selection_keeps_rows_over_max_contiguous_off_the_backend(project):
+    """``max_contiguous: 8`` on x: rows of 8 run the first backend, rows of 12 or 16 the
+    fallback; with the generated size check taken out, they would reach the first backend."""
+    script = """\
+import importlib, torch
+mod = importlib.import_module("twobk.scale")
+lay = importlib.import_module("twobk._layout")
+lay._AVAILABLE["cutedsl"] = True
+def chosen(x):
+    with lay.dispatch_trace() as t:
+        mod._scale_fwd_cuda(x)
+    return [e[2] for e in t if e[1] == "backend"][0]
+print(chosen(torch.ones(4, 8)), chosen(torch.ones(3, 12)), chosen(torch.ones(2, 16)))
+"""
+    module = project / "out" / "twobk" / "scale.py"
+    text = module.read_text()
+    check = "and x.shape[-1] <= 8"
+    assert text.count(check) == 1, text
+    result = run_generated(project, "-c", script, cwd=project)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == ["cutedsl", "triton", "triton"]
+    module.write_text(text.replace(check, ""))
+    try:
+        broken = run_generated(project, "-c", script, cwd=project)
+    finally:
+        module.write_text(text)
+    assert broken.returncode == 0, broken.stderr
+    assert broken.stdout.split() == ["cutedsl", "cutedsl", "cutedsl"]
+
+
+def test_the_layout_cases_expect_the_fallback_over_max_contiguous():
+    """The generated layout tests' expectation reads max_contiguous as the selection does."""
+    from codegen.runtime import testing_backends as tb
+
+    b = tb.Backend("cutedsl", "m:f", {"x": (-1, None, 8)})
+    assert tb._meets(layout, b, {"x": torch.ones(3, 8)}, False)
+    assert not tb._meets(layout, b, {"x": torch.ones(3, 9)}, False)
+    assert tb._meets(layout, b, {"x": None}, False)
 
 
 # --- packaging --------------------------------------------------------------------------------

@@ -26,7 +26,8 @@ from torch import Tensor
 class Backend:
     name: str
     ref: str
-    layout: dict = field(default_factory=dict)  # tensor -> (contiguous_dim, alignment or None)
+    # tensor -> (contiguous_dim, alignment or None, max_contiguous or None)
+    layout: dict = field(default_factory=dict)
     int64: bool = True
     signatures: tuple[str, ...] = ()
 
@@ -96,7 +97,7 @@ def transform(args: dict, backend: Backend, case: str) -> dict:
             t = args[name]
             if t is None:
                 pytest.skip(f"{name} is None in this sample")
-            dim, alignment = backend.layout[name]
+            dim, alignment, _ = backend.layout[name]
             if kind == "outer-strided-":
                 t = _with_outer_padding(t, dim, alignment or t.element_size())
             elif kind == "noncontiguous-":
@@ -110,9 +111,11 @@ def transform(args: dict, backend: Backend, case: str) -> dict:
 
 
 def _meets(lay, backend: Backend, args: dict, int64_forced: bool) -> bool:
-    for name, (dim, alignment) in backend.layout.items():
+    for name, (dim, alignment, most) in backend.layout.items():
         t = args[name]
         if t is not None and not lay.tensor_supports_contiguous_dim(t, dim, alignment):
+            return False
+        if t is not None and most is not None and t.ndim and t.shape[dim % t.ndim] > most:
             return False
     tensors = [t for t in args.values() if isinstance(t, Tensor)]
     return backend.int64 or not (int64_forced or lay.requires_int64_abi(*tensors))
@@ -127,7 +130,7 @@ def expected_signature(lay, backend: Backend, args: dict, int64_forced: bool) ->
     compact = "compact" in backend.signatures and all(
         args[name] is None
         or (args[name].is_contiguous() and lay.tensor_supports_tma(args[name], dim))
-        for name, (dim, _) in backend.layout.items()
+        for name, (dim, _, _) in backend.layout.items()
     )
     kind = "compact" if compact else "general"
     tensors = [t for t in args.values() if isinstance(t, Tensor)]

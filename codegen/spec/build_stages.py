@@ -118,7 +118,9 @@ def _schema(
 
 
 BACKEND_KEYS = ("backend", "launcher", "layout", "int64", "signatures")
-LAYOUT_KEYS = ("contiguous_dim", "alignment")
+LAYOUT_KEYS = ("contiguous_dim", "alignment", "max_contiguous")
+# The largest max_contiguous accepted: a tensor size (int64).
+MAX_CONTIGUOUS = 2**62
 
 
 def backend_list(
@@ -253,7 +255,19 @@ def _layout(
                 ok = False
             else:
                 align = v
-        rules.append(LayoutRule(tensor, dim, align, loc))
+        most = None
+        if (n := rm.get("max_contiguous")) is not None:
+            v = n.value
+            if not is_size(v) or v < 1 or v > MAX_CONTIGUOUS:
+                reader.error(
+                    n.loc,
+                    f"layout of '{tensor}': max_contiguous must be an int from 1 to 2**62 "
+                    f"(elements along contiguous_dim), got {kind(n)}",
+                )
+                ok = False
+            else:
+                most = v
+        rules.append(LayoutRule(tensor, dim, align, loc, most))
     return tuple(rules) if ok else None
 
 

@@ -83,12 +83,14 @@ SIGNATURES = ("compact", "general")
 @dataclass(frozen=True, slots=True)
 class LayoutRule:
     """A tensor argument's layout contract: mode ``contiguous_dim`` has stride 1 and every slice
-    origin along the other modes is ``alignment`` bytes aligned (None: the element size)."""
+    origin along the other modes is ``alignment`` bytes aligned (None: the element size); and
+    the mode holds at most ``max_contiguous`` elements (None: any number)."""
 
     tensor: str
     contiguous_dim: int
     alignment: int | None
     loc: Location
+    max_contiguous: int | None = None
 
 
 @dataclass(frozen=True, slots=True)

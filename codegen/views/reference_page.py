@@ -58,6 +58,7 @@ def _launcher(launcher: Launcher) -> str:
     rules = [
         f"{r.tensor} contiguous in dim {r.contiguous_dim}"
         + (f", {r.alignment}-byte aligned" if r.alignment else "")
+        + (f", at most {r.max_contiguous} along it" if r.max_contiguous else "")
         for r in launcher.layout
     ]
     if rules:

@@ -31,7 +31,11 @@ def _l2norm_fwd_cuda(x: Tensor, eps: float = 1e-06) -> tuple[Tensor, Tensor]:
             return _l2norm_fwd_cuda(x, eps)
     # Note [backend selection]: the first backend, in declared order, that is installed, enabled
     # and whose layout contract these tensors meet (see _layout).
-    if _backend_available("cutedsl") and _tensor_supports_contiguous_dim(x, -1, None):
+    if (
+        _backend_available("cutedsl")
+        and _tensor_supports_contiguous_dim(x, -1, None)
+        and x.shape[-1] <= 1024
+    ):
         _note_backend("attnops::l2norm_fwd", "cutedsl")
         return _launcher("attnops_kernels.l2norm.cute:l2norm_fwd")(x, eps)
     _note_backend("attnops::l2norm_fwd", "triton")
@@ -51,7 +55,9 @@ def _l2norm_bwd_cuda(grad_y: Tensor, x: Tensor, rstd: Tensor) -> Tensor:
     if (
         _backend_available("cutedsl")
         and _tensor_supports_contiguous_dim(grad_y, -1, None)
+        and grad_y.shape[-1] <= 1024
         and _tensor_supports_contiguous_dim(x, -1, None)
+        and x.shape[-1] <= 1024
     ):
         _note_backend("attnops::l2norm_bwd", "cutedsl")
         return _launcher("attnops_kernels.l2norm.cute:l2norm_bwd")(grad_y, x, rstd)

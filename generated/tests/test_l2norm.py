@@ -257,7 +257,7 @@ BACKENDS = {
         _b.Backend(
             "cutedsl",
             "attnops_kernels.l2norm.cute:l2norm_fwd",
-            {"x": (-1, None)},
+            {"x": (-1, None, 1024)},
             True,
             ("compact", "general"),
         ),
@@ -267,7 +267,7 @@ BACKENDS = {
         _b.Backend(
             "cutedsl",
             "attnops_kernels.l2norm.cute:l2norm_bwd",
-            {"grad_y": (-1, None), "x": (-1, None)},
+            {"grad_y": (-1, None, 1024), "x": (-1, None, 1024)},
             True,
             ("compact", "general"),
         ),

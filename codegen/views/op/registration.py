@@ -23,6 +23,7 @@ class LayoutCheck:
     dim: int
     alignment: int | None  # bytes; None: the element size
     optional: bool  # a Tensor? argument: None passes
+    max_contiguous: int | None = None  # elements along ``dim``; None: any number
 
 
 @dataclass(frozen=True, slots=True)
@@ -183,7 +184,13 @@ def _backend_views(schema: Schema, backends) -> tuple[BackendView, ...]:
             backend=b.backend,
             ref=b.ref,
             layout=tuple(
-                LayoutCheck(r.tensor, r.contiguous_dim, r.alignment, args[r.tensor].optional)
+                LayoutCheck(
+                    r.tensor,
+                    r.contiguous_dim,
+                    r.alignment,
+                    args[r.tensor].optional,
+                    r.max_contiguous,
+                )
                 for r in b.layout
             ),
             int64_args=() if b.int64 else tensors,

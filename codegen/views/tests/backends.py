@@ -42,7 +42,10 @@ def backends_view(t: OpTests) -> BackendsView | None:
             BackendRow(
                 b.backend,
                 b.ref,
-                {rule.tensor: (rule.contiguous_dim, rule.alignment) for rule in b.layout},
+                {
+                    rule.tensor: (rule.contiguous_dim, rule.alignment, rule.max_contiguous)
+                    for rule in b.layout
+                },
                 b.int64,
                 b.signatures,
             )
