@@ -672,9 +672,7 @@ def _launchers(stage: Stage | None) -> tuple:
             x.device,
             x.backend,
             x.ref,
-            tuple(
-                (r.tensor, r.contiguous_dim, r.alignment, r.max_contiguous) for r in x.layout
-            ),
+            tuple((r.tensor, r.contiguous_dim, r.alignment, r.max_contiguous) for r in x.layout),
         )
         for x in stage.launchers
     )
