@@ -430,8 +430,9 @@ class Runner:
         args = {**inputs, **leaves}
         call = self.call(impl, args, shape)
         gen = torch.Generator().manual_seed(1)
-        with torch.no_grad():
-            shapes = [t for t in _tensors(call()) if t.is_floating_point()]
+        with torch.no_grad():  # the outputs' shapes, from a call on copies
+            probe = self.call(impl, _clone_all(inputs), shape)
+            shapes = [t for t in _tensors(probe()) if t.is_floating_point()]
         grads = [torch.randn(t.shape, generator=gen).to(t) for t in shapes]
         targets = list(leaves.values())
 
@@ -544,14 +545,16 @@ class Runner:
     def prepare(self, p: str, impl: Callable, inputs: dict, shape: str):
         """The timed call of pass ``p`` (None where it cannot be set up), and what its first
         call returned (outputs; gradients for forward + backward) or the error that stopped it.
-        A mutated input is updated on copies, so every implementation sees the same values."""
+        Every call works on copies of ``inputs``, the timed ones too (a CUDA graph replays an
+        in-place update thousands of times): the next implementation's first call then sees
+        the values ours saw, and their results compare."""
         if p == FWD:
             got = self.cell(lambda: self.call(impl, _clone_all(inputs), shape)())
-            return self.call(impl, inputs, shape), got
-        fb = self.cell(lambda: self.fwd_bwd(impl, inputs, shape))
+            return self.call(impl, _clone_all(inputs), shape), got
+        fb = self.cell(lambda: self.fwd_bwd(impl, _clone_all(inputs), shape))
         if isinstance(fb, Cell):
             return None, fb
-        return fb, self.cell(fb)
+        return fb, self.cell(self.fwd_bwd(impl, _clone_all(inputs), shape))
 
     def work(self, p: str, shape: str, inputs: dict, got) -> dict:
         """The declared work of pass ``p``: a forward + backward adds the backward's, and has
