@@ -454,7 +454,6 @@ def test_why_a_baseline_is_skipped(tmp_path, monkeypatch):
 def test_an_in_place_update_is_timed_on_copies():
     """An operator that updates its state in place: ours is timed first, many calls, and the
     baseline's first call must still see the values ours saw (forward and forward + backward)."""
-    import argparse
 
     import torch
 
