@@ -46,7 +46,7 @@ GRAD_TOLERANCE = {
 }
 # Configurations: each variant value (the schema default first) x each optional input given or
 # None x the arity flag on or off; the first, "default", takes the first of each.
-VARIANTS = {}
+VARIANTS = {"save_states": (False, True)}
 OPTIONAL = ("initial_state",)
 FLAG = "output_final_state"
 CONFIGS = _t.configs(VARIANTS, OPTIONAL, FLAG)
@@ -59,9 +59,10 @@ REJECTS = {
     "initial_state": ("dtype-float64", "rank-plus-one"),
     "cu_seqlens": ("dtype-float64", "rank-plus-one"),
     "scale": ("type", "type-bool", "type-complex", "type-str"),
+    "save_states": ("type", "type-int", "type-none", "type-str", "value"),
     "output_final_state": ("type", "type-int", "type-none", "type-str"),
 }
-ARG_NAMES = ("q", "k", "v", "g", "scale", "initial_state", "cu_seqlens")
+ARG_NAMES = ("q", "k", "v", "g", "scale", "initial_state", "cu_seqlens", "save_states")
 PUBLIC_OUTPUTS = ("output", "final_state")
 # What the reference returns, in its order (reference_returns in the spec).
 REFERENCE_RETURNS = ("output", "final_state")
@@ -105,6 +106,7 @@ def make_inputs(_sample: str, _dtype: str, _config: str = "default"):
         "scale": _s.get("scale", None),
         "initial_state": initial_state,
         "cu_seqlens": cu_seqlens,
+        "save_states": _c["save_states"],
     }
 
 
@@ -128,6 +130,7 @@ def backward_args(inputs: dict, config: str, gen: torch.Generator) -> dict:
         if final_state is not None
         else None,
         "h": h,
+        "save_states": inputs["save_states"],
     }
 
 
