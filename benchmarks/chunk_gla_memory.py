@@ -25,7 +25,9 @@ GPU). Run on a GPU::
     python benchmarks/chunk_gla_memory.py
 
 ``--dry-run`` runs tiny shapes on the CPU under ``TRITON_INTERPRET=1`` (no CUDA figures, only
-``saved``) to check that the script works.
+``saved``) to check that the script works; ``bash benchmarks/suite.sh`` runs it after the other
+scripts when ``chunk_gla`` is among its operators (``--dry-run`` too). Exit status 1 when a row
+failed.
 """
 
 from __future__ import annotations
@@ -235,7 +237,10 @@ def main(args) -> int:
     print(markdown(header(args.dry_run), rows, left=2))
     for name, why in skipped.items():
         print(f"{name}: skipped: {why}")
-    return 0
+    failed = [f"{row[0]} {row[1]}" for row in rows if row[2].startswith("err: ")]
+    if failed:
+        print(f"failed: {', '.join(failed)}", file=sys.stderr)
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":

@@ -115,22 +115,3 @@ def test_the_launchers_keep_states_only_when_told():
         assert torch.equal(a, b)
     with pytest.raises(ValueError, match="h must be None or hold no state when save_states"):
         C.chunk_gla_bwd(q, k, v, g, None, h0, None, do, None, h_kept, save_states=False)
-
-
-def test_the_memory_benchmark_runs_and_counts_the_states():
-    # benchmarks/chunk_gla_memory.py --dry-run, in process on one tiny shape: the bytes saved
-    # beyond the inputs are h's with save_states and none without.
-    import importlib.util
-    from pathlib import Path
-
-    path = Path(__file__).resolve().parent.parent / "benchmarks" / "chunk_gla_memory.py"
-    spec = importlib.util.spec_from_file_location("chunk_gla_memory", path)
-    bench = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(bench)
-    args = bench.parse_args(["--dry-run", "--repeats", "1", "--no-baselines"])
-    dims = dict(B=1, T=130, H=2, K=16, V=32)
-    rows, skipped = bench.measure(args, {"tiny": dims})
-    assert skipped == {}
-    saved = {row[1]: row[3] for row in rows}
-    h_kb = CF._state_slots(1, 130, 1, False) * 2 * 16 * 32 * 2 / 1e3  # bfloat16 [NS, H, K, V]
-    assert saved == {"ours, save_states=False": "0.0", "ours, save_states=True": f"{h_kb:.1f}"}
