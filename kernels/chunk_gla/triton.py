@@ -180,10 +180,10 @@ def chunk_gla_fwd(
     Chunks of 64 tokens, in three to five launches: the cumulative log-decay within each chunk
     (float32 ``[B, H, 2, T]`` scratch); the state at the start of each chunk (``h``: returned for
     the backward with ``save_states``, else scratch freed on return), one program per (sequence,
-    head, state tile) walking its chunks; each chunk's
-    output from that state and the causal in-chunk attention, one program per (chunk, head,
-    V block); and, with ``cu_seqlens`` only, a walk of each whole sequence that does the work
-    only where the clamped offsets fall somewhere. When the state walk would have very few
+    head, state tile) walking its chunks; each chunk's output from that state and the causal
+    in-chunk attention, one program per (chunk, head, V block); and, with ``cu_seqlens`` only, a
+    walk of each whole sequence that does the work only where the clamped offsets fall
+    somewhere. When the state walk would have very few
     programs (long equal-length sequences, few heads: see ``_segments``), each sequence is
     walked as segments side by side twice: once for each segment's own end state, then, after
     one short pass across segments for the state at each segment's start, again from that state
