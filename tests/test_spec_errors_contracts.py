@@ -414,6 +414,19 @@ def test_a_flag_dim_sizes_outputs_by_the_call_s_flag():
     assert module.count(fake) == 2  # the fakes of both operators of the arity pair
 
 
+@pytest.mark.parametrize("values, checked", [("[false, true]", False), ("[false]", True)])
+def test_a_bool_variant_listing_both_values_restricts_nothing(values, checked):
+    # Both values: the tests run each, the public function checks the type alone; one value: it
+    # refuses the other with a ValueError naming the argument.
+    text = replace("    dims:\n", f"    variants:\n      keep: {values}\n    dims:\n", _KEEP)
+    module = generate(text, "ops.yaml", "ops.yaml")
+    public = module["demo/chunk.py"]
+    assert 'raise _scalar_error("chunk", "keep", "bool", keep)' in public
+    assert ("if keep not in _CHUNK_KEEP_VALUES:" in public) is checked
+    assert ('"value")' in module["tests/test_chunk.py"].split("REJECTS = {")[1]) is checked
+    assert '_c["keep"]' in module["tests/test_chunk.py"]  # the tests sweep it either way
+
+
 def test_backward_must_take_optional_inputs_it_differentiates():
     text = replace(BWD_ARGS, BWD_ARGS.replace("Tensor? initial_state, ", ""), CHUNK)
     with pytest.raises(SpecError) as info:

@@ -16,7 +16,6 @@ from ._runtime import direct_ok as _direct_ok
 from ._runtime import launcher as _launcher
 from ._runtime import scalar_error as _scalar_error
 from ._runtime import tensor_error as _tensor_error
-from ._runtime import value_error as _value_error
 
 torch.library.define(
     "attnops::chunk_gla_fwd",
@@ -246,7 +245,6 @@ _CHUNK_GLA_Q_DTYPES = (torch.bfloat16, torch.float16, torch.float32)
 _CHUNK_GLA_G_DTYPES = (torch.float32,)
 _CHUNK_GLA_CU_SEQLENS_DTYPES = (torch.int32, torch.int64)
 _CHUNK_GLA_INITIAL_STATE_DTYPES = (torch.float32,)
-_CHUNK_GLA_SAVE_STATES_VALUES = (False, True)
 
 
 class _ChunkGlaFunction(torch.autograd.Function):
@@ -487,8 +485,6 @@ def chunk_gla(
         raise _constraint_error(
             "chunk_gla", "q and k need K >= 1 (the default scale is K ** -0.5)", K=K
         )
-    if save_states not in _CHUNK_GLA_SAVE_STATES_VALUES:
-        raise _value_error("chunk_gla", "save_states", _CHUNK_GLA_SAVE_STATES_VALUES, save_states)
     # Note [eager fast path]: eager calls reach the shims without the dispatcher (see
     # _runtime.direct_ok for when the dispatcher still runs).
     if not torch.compiler.is_compiling() and _direct_ok(q, k, v, g, initial_state, cu_seqlens):

@@ -59,7 +59,7 @@ REJECTS = {
     "initial_state": ("dtype-float64", "rank-plus-one"),
     "cu_seqlens": ("dtype-float64", "rank-plus-one"),
     "scale": ("type", "type-bool", "type-complex", "type-str"),
-    "save_states": ("type", "type-int", "type-none", "type-str", "value"),
+    "save_states": ("type", "type-int", "type-none", "type-str"),
     "output_final_state": ("type", "type-int", "type-none", "type-str"),
 }
 ARG_NAMES = ("q", "k", "v", "g", "scale", "initial_state", "cu_seqlens", "save_states")
