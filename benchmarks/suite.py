@@ -82,14 +82,19 @@ def benchmark_module(op: str):
 
 
 def forward_launcher(op: str):
-    """The forward launcher the CUDA implementation runs last (the portable one), or the CPU one."""
+    """The forward launcher the CUDA implementation runs last (the portable one), or the CPU one,
+    and the names of the forward schema's keyword-only arguments (passed by keyword, the arity
+    flag too where there are some: docs/spec.md, *`forward` and `backward`*)."""
     spec = yaml.safe_load((ROOT / "ops.yaml").read_text(encoding="utf-8"))
-    launchers = spec["ops"][op]["forward"]["launchers"]
+    forward = spec["ops"][op]["forward"]
+    launchers = forward["launchers"]
     ref = launchers.get("cuda") if torch.cuda.is_available() else launchers["cpu"]
     if isinstance(ref, list):
         ref = ref[-1]["launcher"]
     module, _, name = ref.partition(":")
-    return getattr(importlib.import_module(module), name)
+    schema = torch._C.parse_schema(f"{op}{forward['schema']}")
+    keywords = {a.name for a in schema.arguments if a.kwarg_only}
+    return getattr(importlib.import_module(module), name), keywords
 
 
 def resized(bench, shape: str, size: int) -> dict:
@@ -182,11 +187,15 @@ def layers(op: str, bench, args, sync) -> list[str]:
     shape = next(iter(bench.shapes))
     dtype = next(iter(bench.dtypes))
     inputs = bench.make_inputs(shape, dtype)
-    launcher = forward_launcher(op)
+    launcher, keywords = forward_launcher(op)
+    positional = [v for k, v in inputs.items() if k not in keywords]
+    by_name = {k: v for k, v in inputs.items() if k in keywords}
     flag = [bench.configs[shape][bench.flag]] if bench.flag else []
+    if flag and keywords:
+        by_name[bench.flag], flag = flag[0], []
     fns = {
         "public": call(bench, inputs, shape),
-        "launcher": lambda: launcher(*inputs.values(), *flag),
+        "launcher": lambda: launcher(*positional, *flag, **by_name),
     }
     row = [f"{op}, {shape} {dtype}"]
     for name, fn in fns.items():

@@ -5,7 +5,8 @@
 # imports; quack-kernels 0.6.5 with the CuTeDSL bundle) are unpacked onto PYTHONPATH; without
 # them those baselines are skipped with the reason. First each operator's generated benchmark (generated/benchmarks/bench_<op>.py,
 # declared in ops.yaml), one process each so that baselines autotune alone; then suite.py (first
-# calls, recompiles, the layers of a call). Markdown tables go to stdout (and $OUT/suite.md),
+# calls, recompiles, the layers of a call), and chunk_gla_memory.py where chunk_gla is among the
+# operators. Markdown tables go to stdout (and $OUT/suite.md),
 # PNG plots (where matplotlib is installed) and stderr logs to $OUT.
 #
 #   OUT=logs bash benchmarks/suite.sh                    # everything (default OUT: /tmp/attnops-suite)
@@ -38,11 +39,12 @@ export PYTHONPATH="$pp:$root${PYTHONPATH:+:$PYTHONPATH}"
 ops=l2norm,gate,chunk_gla,recurrent_gla_step,block_mask_worklist
 bench_args=()
 suite_args=()
+memory_args=()
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --ops) ops=$2; shift 2 ;;
     --ops=*) ops=${1#--ops=}; shift ;;
-    --dry-run) export TRITON_INTERPRET=1; bench_args+=(--smallest --calls 5); suite_args+=(--dry-run --calls 5); shift ;;
+    --dry-run) export TRITON_INTERPRET=1; bench_args+=(--smallest --calls 5); suite_args+=(--dry-run --calls 5); memory_args+=(--dry-run --repeats 1); shift ;;
     --quick) bench_args+=(--smallest); shift ;;
     *) suite_args+=("$1"); shift ;;
   esac
@@ -60,6 +62,12 @@ for op in ${ops//,/ }; do
 done
 "$py" benchmarks/suite.py --ops "$ops" ${suite_args[@]+"${suite_args[@]}"} 2>"$out/suite.stderr.log" | tee -a "$out/suite.md"
 [[ ${PIPESTATUS[0]} -eq 0 ]] || rc=1
+# chunk_gla's activation memory, each save_states against fla-core (benchmarks/chunk_gla_memory.py).
+if [[ ",$ops," == *,chunk_gla,* || ",$ops," == *,chunk,* ]]; then
+  "$py" benchmarks/chunk_gla_memory.py ${memory_args[@]+"${memory_args[@]}"} \
+    2>"$out/chunk_gla_memory.stderr.log" | tee -a "$out/suite.md"
+  [[ ${PIPESTATUS[0]} -eq 0 ]] || rc=1
+fi
 if [[ $rc -ne 0 ]]; then
   echo "a benchmark failed; last lines of the logs in $out:"
   tail -n 20 "$out"/*.stderr.log

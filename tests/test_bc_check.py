@@ -524,3 +524,50 @@ def test_a_retyped_return_and_an_output_that_may_be_none_are_breaking(tmp_path, 
     assert "note: [step] output 'output' is always given" in [
         line.split(": ", 1)[1] for line in lines
     ]
+
+
+def test_a_new_bool_variant_and_a_saved_output_it_sizes_are_not_breaking(tmp_path, capsys):
+    # chunk_gla's save_states: an argument added with its variant, and the saved output it
+    # sizes through a dim that tests it. Neither is API: no call passed the argument, and a
+    # non-public output reaches no caller.
+    from specs import CHUNK
+
+    old = CHUNK.replace(
+        "Tensor? cu_seqlens=None) -> Tensor output",
+        "Tensor? cu_seqlens=None) -> (Tensor output, Tensor kept)",
+    ).replace(
+        "Tensor? cu_seqlens=None) -> (Tensor output, Tensor final_state)",
+        "Tensor? cu_seqlens=None) -> (Tensor output, Tensor kept, Tensor final_state)",
+    )
+    old = replace("Tensor? grad_final_state)", "Tensor? grad_final_state, Tensor kept)", old)
+    old = replace(
+        "      output: {shape: [B, T, H, V], dtype: q}\n",
+        "      output: {shape: [B, T, H, V], dtype: q}\n"
+        "      kept: {shape: [B, H], dtype: float32, public: false}\n",
+        old,
+    )
+    new = old.replace(
+        "Tensor? cu_seqlens=None) ->", "Tensor? cu_seqlens=None, *, bool keep=False) ->"
+    )
+    new = replace(
+        "grad_final_state, Tensor kept)", "grad_final_state, Tensor kept, *, bool keep)", new
+    )
+    new = replace(
+        "    dims:\n",
+        '    variants:\n      keep: [false, true]\n    dims:\n      NK: "B if keep else 0"\n',
+        new,
+    )
+    new = replace("kept: {shape: [B, H]", "kept: {shape: [NK, H]", new)
+    status, lines, _ = _check(tmp_path, old, new, capsys)
+    assert status == 0, lines
+    assert not any(": breaking:" in line for line in lines), lines
+    where = _where(new, "keep: [false, true]", tmp_path / "ops.yaml")
+    assert f"{where}: info: [chunk] 'keep' takes False, True (a variant)" in lines
+    # Restricted to one value where callers passed it before, it is breaking.
+    before = new.replace("    variants:\n      keep: [false, true]\n", "")
+    narrow = new.replace("      keep: [false, true]\n", "      keep: [false]\n")
+    status, lines, _ = _check(tmp_path, before, narrow, capsys)
+    assert status == 1
+    assert any(
+        line.endswith("breaking: [chunk] 'keep' is now restricted to False") for line in lines
+    )

@@ -7,7 +7,8 @@ packed sequences). The backward given ``h`` must give what it gives recomputing 
 not launch the walk that recomputes them (also where the forward or the backward walks
 segments). An ``h`` of the wrong shape,
 dtype or device is refused before any launch. Through the public function under autograd (with
-and without the eager fast path), the forward's ``h`` reaches the backward.
+and without the eager fast path), the forward's ``h`` reaches the backward with
+``save_states=True``; by default the backward recomputes the states.
 """
 
 from __future__ import annotations
@@ -197,10 +198,12 @@ def test_backward_reads_strided_states():
         assert torch.equal(a, b)
 
 
+@pytest.mark.parametrize("save_states", [False, True], ids=["recompute", "save_states"])
 @pytest.mark.parametrize("fast_path", [True, False], ids=["eager_fast_path", "dispatcher"])
-def test_public_backward_reuses_the_forward_states(monkeypatch, fast_path):
-    # Through the public function under autograd: the forward's h reaches the backward, which
-    # then launches the gradient walk alone.
+def test_public_backward_reuses_the_forward_states(monkeypatch, fast_path, save_states):
+    # Through the public function under autograd: with save_states the forward's h reaches the
+    # backward, which then launches the gradient walk alone; by default (the schema's
+    # save_states=False) the backward recomputes the states beside it, in one launch.
     import attnops
     from attnops import _runtime
 
@@ -210,12 +213,16 @@ def test_public_backward_reuses_the_forward_states(monkeypatch, fast_path):
     q, k, v, g, h0, do, _ = _inputs(B, T, H, K, V, torch.float32, B)
     leaves = [x.clone().requires_grad_() for x in (q, k, v, g)]
     seen = _launches(monkeypatch)
-    out = attnops.chunk_gla(*leaves, initial_state=h0)
+    flags = {"save_states": True} if save_states else {}
+    out = attnops.chunk_gla(*leaves, initial_state=h0, **flags)
     assert "_gla_fwd_h_kernel" in seen, seen
     seen.clear()
     got = torch.autograd.grad(out.output, leaves, do)
-    assert "_gla_bwd_dh_kernel" in seen, seen
-    assert "_gla_bwd_states_kernel" not in seen and "_gla_fwd_h_kernel" not in seen, seen
+    if save_states:
+        assert "_gla_bwd_dh_kernel" in seen, seen
+        assert "_gla_bwd_states_kernel" not in seen and "_gla_fwd_h_kernel" not in seen, seen
+    else:
+        assert "_gla_bwd_states_kernel" in seen and "_gla_bwd_dh_kernel" not in seen, seen
     want = C.chunk_gla_bwd(q, k, v, g, None, h0, None, do, None)
     for a, b in zip(got, want, strict=False):
         assert torch.equal(a, b)

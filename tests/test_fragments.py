@@ -33,6 +33,34 @@ def test_derived_dims_read_presence_and_sizes():
     assert expr.evaluate({"B": 4}, {"cu_seqlens": (6,)}) == 5
 
 
+def test_derived_dims_read_flags_as_conditions():
+    expr = parse_dim_expr("NS if save_states else 0")
+    assert (expr.names, expr.tensors, expr.flags) == (("NS",), (), ("save_states",))
+    assert expr.text == "NS if save_states else 0"
+    # A flag is an argument, never a dim: renaming the dims leaves it alone.
+    assert expr.render({"NS": "_n['NS']", "save_states": "x"}) == "_n['NS'] if save_states else 0"
+    assert expr.evaluate({"NS": 6}, flags={"save_states": True}) == 6
+    assert expr.evaluate({"NS": 6}, flags={"save_states": False}) == 0
+    with pytest.raises(KeyError):
+        expr.evaluate({"NS": 6})
+    nested = parse_dim_expr("2 * (A if keep else B) + (0 if x is None else x.shape[0])")
+    assert nested.flags == ("keep",) and nested.tensors == ("x",)
+    assert nested.evaluate({"A": 3, "B": 5}, {"x": (7,)}, {"keep": False}) == 17
+
+
+@pytest.mark.parametrize(
+    "text", ["A if not keep else B", "A if keep == 1 else B", "A if B > 1 else B"]
+)
+def test_derived_dim_conditions_outside_the_grammar_are_rejected(text):
+    with pytest.raises(ShapeError, match="a condition must be"):
+        parse_dim_expr(text)
+
+
+def test_shape_entries_take_no_conditions():
+    with pytest.raises(ShapeError, match="unsupported syntax"):
+        parse_entry("NS if save_states else 0")
+
+
 @pytest.mark.parametrize(
     "text", ["x.shape[-1]", "len(x)", "D / 2", "D ** 2", "1.5", "D[0]", "lambda: 1"]
 )

@@ -284,6 +284,26 @@ def test_first_cases_and_saved_layouts():
     ]
 
 
+def test_saved_cases_run_on_each_variant_value_and_skip_an_empty_saved_output():
+    variants = {"save_states": (False, True), "kind": ("a", "b", "c")}
+    configs = t.configs(variants, ("opt",))
+    got = [p.id for p in t.saved_cases(SAMPLES, DTYPES, configs, ("h",), variants)]
+    assert got == [
+        f"fp32-n3-d4-{lay}-h-{c}"
+        for c in ("default", "save_statesTrue", "b", "c")
+        for lay in ("permuted", "strided")
+    ]
+    assert all(c in configs for c in ("save_statesTrue", "b", "c"))
+    assert t.saved_cases(SAMPLES, DTYPES, configs, (), variants) == []
+    # A saved output the call left empty (chunk_gla's h without save_states) has no layout to
+    # vary: the case is skipped, not run on a tensor that is not what its id says.
+    args = {"h": torch.empty(0, 3, 4)}
+    assert not t.can_permute(args["h"]) and not t.can_stride(args["h"])
+    for layout in ("permuted-h", "strided-h"):
+        with pytest.raises(pytest.skip.Exception, match="cannot take the layout"):
+            t.with_layout(args, layout)
+
+
 def test_compile_cases_every_config_on_the_first_sample_then_the_second():
     got = [p.id for p in t.compile_cases(SAMPLES, CONFIGS)]
     assert got == ["n3-d4-default", "n3-d4-no_opt", "n1-d4-default"]

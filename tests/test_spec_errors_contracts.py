@@ -10,6 +10,17 @@ from codegen.spec.errors import SpecError
 
 _IS = "      initial_state: {shape: [N, H, K, V], dtypes: [float32]}"
 _REF = "    reference: attnops_kernels.chunk_gla.reference:chunk_gla_ref"
+# Derived dims that test a bool argument ('NS if save_states else 0'): CHUNK with a flag.
+_N = '      N: "B if cu_seqlens is None else cu_seqlens.shape[0] - 1"'
+_KEEP = CHUNK.replace(
+    "Tensor? cu_seqlens=None) ->", "Tensor? cu_seqlens=None, *, bool keep=False) ->"
+)
+
+
+def _flag_dim(expr: str, text: str = _KEEP, first: bool = False) -> str:
+    line = f'      NK: "{expr}"'
+    return replace(_N, f"{line}\n{_N}" if first else f"{_N}\n{line}", text)
+
 
 CASES = [
     (
@@ -64,6 +75,80 @@ CASES = [
         ),
         [
             "ops.yaml:19:7: error: [chunk] derived dim 'N' reads optional 'cu_seqlens' without testing 'cu_seqlens is None'",
+        ],
+    ),
+    (
+        "flag-dim-not-an-argument",
+        _flag_dim("B if kept else 0"),
+        [
+            "ops.yaml:20:7: error: [chunk] derived dim 'NK' tests 'kept', which is not an argument "
+            "of the forward schema; a condition is '<input> is None', '<input> is not None' or "
+            "the name of a bool argument",
+        ],
+    ),
+    (
+        "flag-dim-float-argument",
+        _flag_dim("B if scale else 0"),
+        [
+            "ops.yaml:20:7: error: [chunk] derived dim 'NK' tests 'scale', which is 'float?'; "
+            "only a bool argument may be a condition",
+        ],
+    ),
+    (
+        "flag-dim-optional-bool",
+        _flag_dim(
+            "B if keep else 0",
+            CHUNK.replace(
+                "Tensor? cu_seqlens=None) ->", "Tensor? cu_seqlens=None, bool? keep=None) ->"
+            ),
+        ),
+        [
+            "ops.yaml:20:7: error: [chunk] derived dim 'NK' tests 'keep', which is 'bool?'; only "
+            "a bool argument may be a condition",
+        ],
+    ),
+    (
+        "flag-dim-tensor",
+        _flag_dim("B if cu_seqlens else 0"),
+        [
+            "ops.yaml:20:7: error: [chunk] derived dim 'NK' tests 'cu_seqlens', a tensor; test a "
+            "tensor input with 'cu_seqlens is None'",
+        ],
+    ),
+    (
+        "flag-dim-bool-as-number",
+        _flag_dim("B * keep"),
+        [
+            "ops.yaml:20:7: error: [chunk] derived dim 'NK' reads bool argument 'keep' as a "
+            "number; a bool argument may only be a condition: 'a if keep else b'",
+        ],
+    ),
+    (
+        "flag-dim-negated",
+        _flag_dim("B if not keep else 0"),
+        [
+            "ops.yaml:20:11: error: [chunk] dim 'NK': a condition must be '<input> is None', "
+            "'<input> is not None' or the name of a bool argument, got 'not keep'",
+        ],
+    ),
+    (
+        "flag-dim-sizes-an-input",
+        replace(
+            _IS,
+            "      initial_state: {shape: [NK2, H, K, V], dtypes: [float32]}",
+            replace(_N, f'{_N}\n      NK: "B if keep else 0"\n      NK2: "NK + 1"', _KEEP),
+        ),
+        [
+            "ops.yaml:27:7: error: [chunk] dim 'NK2' of input 'initial_state' reads bool argument "
+            "'keep': a dim that reads a flag may size outputs only",
+        ],
+    ),
+    (
+        "flag-dim-divides-by-zero-when-set",
+        _flag_dim("B // (T - 5) if keep else 0", first=True),
+        [
+            "ops.yaml:34:11: error: [chunk] sample cannot be sized: derived dim 'NK' (with "
+            "keep=True): division by zero in 'B // (T - 5)'",
         ],
     ),
     (
@@ -308,6 +393,38 @@ def test_declared_absent_gradient_and_reference_returns_are_accepted():
         "        grad_initial_state = q.new_empty((N, H, K, V), dtype=torch.float32)\n"
     ) in module["demo/chunk.py"]
     assert 'REFERENCE_RETURNS = ("final_state", "output")' in module["tests/test_chunk.py"]
+
+
+def test_a_flag_dim_sizes_outputs_by_the_call_s_flag():
+    out = "      output: {shape: [B, T, H, V], dtype: q}"
+    text = replace(
+        out, out + "\n      kept: {shape: [NK, H], dtype: float32}", _flag_dim("B if keep else 0")
+    )
+    text = text.replace(
+        "-> (Tensor output, Tensor final_state)",
+        "-> (Tensor output, Tensor kept, Tensor final_state)",
+    )
+    text = text.replace("-> Tensor output", "-> (Tensor output, Tensor kept)")
+    module = generate(text, "ops.yaml", "ops.yaml")["demo/chunk.py"]
+    fake = (
+        "    NK = B if keep else 0\n"
+        "    output = q.new_empty((B, T, H, V))\n"
+        "    kept = q.new_empty((NK, H), dtype=torch.float32)\n"
+    )
+    assert module.count(fake) == 2  # the fakes of both operators of the arity pair
+
+
+@pytest.mark.parametrize("values, checked", [("[false, true]", False), ("[false]", True)])
+def test_a_bool_variant_listing_both_values_restricts_nothing(values, checked):
+    # Both values: the tests run each, the public function checks the type alone; one value: it
+    # refuses the other with a ValueError naming the argument.
+    text = replace("    dims:\n", f"    variants:\n      keep: {values}\n    dims:\n", _KEEP)
+    module = generate(text, "ops.yaml", "ops.yaml")
+    public = module["demo/chunk.py"]
+    assert 'raise _scalar_error("chunk", "keep", "bool", keep)' in public
+    assert ("if keep not in _CHUNK_KEEP_VALUES:" in public) is checked
+    assert ('"value")' in module["tests/test_chunk.py"].split("REJECTS = {")[1]) is checked
+    assert '_c["keep"]' in module["tests/test_chunk.py"]  # the tests sweep it either way
 
 
 def test_backward_must_take_optional_inputs_it_differentiates():

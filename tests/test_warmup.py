@@ -200,7 +200,8 @@ def test_warmup_of_the_shipped_package():
     got = [(e.op, e.variant, e.dtype, e.pass_, e.cached) for e in entries]
     assert got == [
         ("block_mask_worklist", "default", "bool", "fwd", False),
-        ("chunk_gla", "default", "float32", "fwd", False),
+        ("chunk_gla", "save_states=False", "float32", "fwd", False),
+        ("chunk_gla", "save_states=True", "float32", "fwd", False),
         ("gate", "kind=softplus", "float32", "fwd", False),
         ("gate", "kind=lower_bound", "float32", "fwd", False),
         ("l2norm", "default", "float32", "fwd", False),

@@ -121,7 +121,7 @@ def reads(op: Op, plan: DimPlan, tensors: BackwardTensors, needed: set[str], bat
         if dim in plain or dim in exprs:
             return True
         d = derived.get(dim)
-        if d is not None and all(t in tensors.present for t in d.expr.tensors):
+        if d is not None and all(t in tensors.present for t in d.expr.tensors + d.expr.flags):
             before = (dict(plain), set(exprs))
             if all(resolve(n) for n in d.expr.names):
                 exprs.add(dim)

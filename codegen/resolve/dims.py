@@ -143,6 +143,19 @@ def plan(op: Op) -> DimPlan:
         )
     if not derived_done:
         _derived(op, bound, problems)
+    by_flags = flag_dims(op)
+    for decl in op.inputs:
+        for entry in decl.shape.entries:
+            for n in () if entry == "..." else entry.names:
+                if n in by_flags:
+                    flags = ", ".join(f"'{f}'" for f in by_flags[n])
+                    problems.append(
+                        (
+                            decl.name,
+                            f"dim '{n}' of input '{decl.name}' reads bool argument {flags}: a "
+                            "dim that reads a flag may size outputs only",
+                        )
+                    )
     if batch_source is None and any(t.checks_batch for t in tensors):
         problems.append((tensors[0].name, "'...' is used only by optional inputs"))
     for out in op.outputs:
@@ -202,8 +215,23 @@ def element_dims(op: Op, out: OutputDecl, known: set[str]) -> dict[str, tuple[st
 def _derived(op: Op, bound: dict[str, Binding], problems: list[tuple[str, str]]) -> None:
     inputs = {d.name for d in op.inputs}
     optional = {a.name for a in op.forward.schema.arguments if a.optional}
+    arguments = {a.name: a for a in op.forward.schema.arguments}
     for d in op.dims:
+        for f in d.expr.flags:
+            problem = _flag_problem(d.name, f, arguments.get(f))
+            if problem is not None:
+                problems.append((f"dim:{d.name}", problem))
         for n in d.expr.names:
+            a = arguments.get(n)
+            if a is not None and a.type in ("bool", "bool?"):
+                problems.append(
+                    (
+                        f"dim:{d.name}",
+                        f"derived dim '{d.name}' reads bool argument '{n}' as a number; a bool "
+                        f"argument may only be a condition: 'a if {n} else b'",
+                    )
+                )
+                continue
             if n not in bound or bound[n].optional:
                 problems.append(
                     (
@@ -232,6 +260,36 @@ def _derived(op: Op, bound: dict[str, Binding], problems: list[tuple[str, str]])
             )
             continue
         bound[d.name] = Binding(d.name, "", 0, False)
+
+
+def _flag_problem(dim: str, flag: str, arg) -> str | None:
+    """Why ``flag``, tested in derived dim ``dim`` as ``a if <flag> else b``, cannot be (None:
+    it is a ``bool`` argument of the forward schema)."""
+    where = f"derived dim '{dim}' tests '{flag}'"
+    if arg is None:
+        return (
+            f"{where}, which is not an argument of the forward schema; a condition is "
+            "'<input> is None', '<input> is not None' or the name of a bool argument"
+        )
+    if arg.is_tensor or arg.is_tensor_list:
+        return f"{where}, a tensor; test a tensor input with '{flag} is None'"
+    if arg.type != "bool":
+        return f"{where}, which is '{arg.type}'; only a bool argument may be a condition"
+    return None
+
+
+def flag_dims(op: Op) -> dict[str, tuple[str, ...]]:
+    """Note [flag dims]: each derived dim that reads a bool argument, directly or through another
+    derived dim, and the arguments it reads (a dim sized by the call's flags sizes outputs only:
+    the tests make inputs from the sample alone)."""
+    out: dict[str, tuple[str, ...]] = {}
+    for d in op.dims:  # declaration order: a dim reads only the dims declared before it
+        flags = list(d.expr.flags)
+        for n in d.expr.names:
+            flags.extend(f for f in out.get(n, ()) if f not in flags)
+        if flags:
+            out[d.name] = tuple(flags)
+    return out
 
 
 def bind_from(op: Op, dim_plan: DimPlan, dim: str, available: set[str]) -> Binding | None:

@@ -538,6 +538,16 @@ class _Op(_Signature):
         old, new = self.old.op, self.new.op
         for v in new.variants:
             was = old.variant(v.arg)
+            arg = new.forward.schema.argument(v.arg)
+            if was is None and (
+                old.forward.schema.argument(v.arg) is None
+                or (arg is not None and arg.type == "bool" and {False, True} <= set(v.values))
+            ):
+                # An argument added with its variant (no call passed it before), or a bool that
+                # may still take both values: the restriction refuses no call.
+                values = ", ".join(map(_value, v.values))
+                self.add(v.loc, Severity.INTERNAL, f"'{v.arg}' takes {values} (a variant)")
+                continue
             if was is None:
                 self.add(
                     v.loc,
@@ -591,10 +601,12 @@ class _Op(_Signature):
 
     def _dims(self) -> None:
         old, new = self.old.op, self.new.op
+        # The shapes callers see: inputs and public outputs (a non-public output is not API).
         used = {
             n
             for decls in (new.inputs, new.outputs, old.inputs, old.outputs)
             for d in decls
+            if getattr(d, "public", True)
             for e in d.shape.entries
             if isinstance(e, Expr)
             for n in e.names

@@ -66,7 +66,8 @@ def float32_copies(inputs: dict) -> dict:
 
 
 def _inner_pair(t: Tensor) -> tuple[int, int] | None:
-    dims = [d for d in range(t.ndim) if t.shape[d] > 1]
+    # An empty tensor has no element a kernel could read in the wrong place: no other layout.
+    dims = [d for d in range(t.ndim) if t.shape[d] > 1] if t.numel() else []
     return (dims[-2], dims[-1]) if len(dims) >= 2 else None
 
 
@@ -89,7 +90,7 @@ def dense_permuted(t: Tensor) -> Tensor:
 
 
 def _strided_dim(t: Tensor) -> int | None:
-    dims = [d for d in range(t.ndim) if t.shape[d] > 1]
+    dims = [d for d in range(t.ndim) if t.shape[d] > 1] if t.numel() else []
     return dims[-1] if dims else None
 
 
@@ -524,11 +525,14 @@ def cases(
     return out
 
 
-def first_cases(samples: dict, dtypes: Iterable[str], configs: dict, layouts: Iterable[str]):
+def first_cases(
+    samples: dict, dtypes: Iterable[str], configs: dict, layouts: Iterable[str], config=None
+):
     """``pytest.param(sample, dtype, layout, config)`` of each of ``layouts`` on the first
-    sample and dtype and the default configuration (layouts of what only exists after the
-    forward: incoming gradients, saved outputs)."""
-    sample, dtype, config = next(iter(samples)), next(iter(dtypes)), next(iter(configs))
+    sample and dtype and the default configuration, or ``config`` (layouts of what only exists
+    after the forward: incoming gradients, saved outputs)."""
+    sample, dtype = next(iter(samples)), next(iter(dtypes))
+    config = next(iter(configs)) if config is None else config
     return [
         pytest.param(sample, dtype, lay, config, id=case_id(dtype, sample, lay, config))
         for lay in layouts
@@ -573,6 +577,20 @@ def default_cases(cases: list) -> list:
 def saved_layouts(saved: Iterable[str]) -> list[str]:
     """A dense permuted and a strided layout of each saved output a backward takes."""
     return [prefix + name for name in saved for prefix in (PERMUTED, STRIDED)]
+
+
+def saved_cases(
+    samples: dict, dtypes: Iterable[str], configs: dict, saved: Iterable[str], variants: dict
+) -> list:
+    """:func:`first_cases` of each saved output's layouts on the default configuration and on
+    each one departing from it by a single variant value: a variant may change what the forward
+    saves (``chunk_gla`` keeps its chunk states only with ``save_states=True``; where a saved
+    output is empty, ``with_layout`` skips the case)."""
+    layouts = saved_layouts(saved)
+    if not layouts:
+        return []
+    ids = [None] + [_value_id(n, v) for n, values in variants.items() for v in values[1:]]
+    return [case for c in ids for case in first_cases(samples, dtypes, configs, layouts, c)]
 
 
 def present_in(samples: dict, dtype: str, config: str, make_inputs: Callable, name: str) -> str:

@@ -347,6 +347,13 @@ class Op:
     def variant(self, arg: str) -> Variant | None:
         return next((v for v in self.variants if v.arg == arg), None)
 
+    def restricts(self, v: Variant) -> bool:
+        """Whether variant ``v`` refuses some value of its argument's type: a ``bool`` listing
+        both values (``save_states: [false, true]``) only has the tests run each, and the public
+        function checks nothing more for it than the type."""
+        a = self.forward.schema.argument(v.arg)
+        return not (a is not None and a.type == "bool" and {False, True} <= set(v.values))
+
     def input(self, name: str) -> TensorDecl | None:
         return next((i for i in self.inputs if i.name == name), None)
 

@@ -42,6 +42,7 @@ class Expr:
     text: str
     names: tuple[str, ...]  # dim names read
     tensors: tuple[str, ...] = ()  # tensors whose .shape is read or whose presence is tested
+    flags: tuple[str, ...] = ()  # arguments tested as a condition ('a if <flag> else b')
 
     @property
     def name(self) -> str | None:
@@ -52,10 +53,14 @@ class Expr:
         return _render(_parsed(self.text), rename)
 
     def evaluate(
-        self, env: dict[str, int], tensors: dict[str, tuple[int, ...] | None] | None = None
+        self,
+        env: dict[str, int],
+        tensors: dict[str, tuple[int, ...] | None] | None = None,
+        flags: dict[str, bool] | None = None,
     ) -> int:
-        """Value for sizes ``env``; ``tensors`` gives shapes of inputs (None: absent)."""
-        return _evaluate(_parsed(self.text), env, tensors or {})
+        """Value for sizes ``env``; ``tensors`` gives shapes of inputs (None: absent), ``flags``
+        the values of the arguments tested as conditions (a missing one: KeyError)."""
+        return _evaluate(_parsed(self.text), env, tensors or {}, flags or {})
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,7 +92,9 @@ class Shape:
 
 def _render(node: ast.AST, rename: dict[str, str]) -> str:
     if isinstance(node, ast.IfExp):
-        return f"{_render(node.body, rename)} if {_render(node.test, rename)} else {_render(node.orelse, rename)}"
+        # A flag test is an argument's name, never a dim: ``rename`` does not apply to it.
+        test = node.test.id if isinstance(node.test, ast.Name) else _render(node.test, rename)
+        return f"{_render(node.body, rename)} if {test} else {_render(node.orelse, rename)}"
     if isinstance(node, ast.Compare):
         op = "is not" if isinstance(node.ops[0], ast.IsNot) else "is"
         return f"{node.left.id} {op} None"
@@ -123,22 +130,27 @@ def _render_operand(node, rename, parent=None, right=False) -> str:
     return text
 
 
-def _evaluate(node: ast.AST, env: dict[str, int], tensors) -> int:
+def _evaluate(node: ast.AST, env: dict[str, int], tensors, flags=None) -> int:
+    flags = {} if flags is None else flags
     if isinstance(node, ast.IfExp):
-        present = tensors.get(node.test.left.id) is not None
-        if isinstance(node.test.ops[0], ast.Is):
-            present = not present
-        return _evaluate(node.body if present else node.orelse, env, tensors)
+        if isinstance(node.test, ast.Name):
+            taken = bool(flags[node.test.id])
+        else:
+            taken = tensors.get(node.test.left.id) is not None
+            if isinstance(node.test.ops[0], ast.Is):
+                taken = not taken
+        return _evaluate(node.body if taken else node.orelse, env, tensors, flags)
     if isinstance(node, ast.Subscript):
         shape = tensors[node.value.value.id]
-        return shape[_evaluate(node.slice, env, tensors)]
+        return shape[_evaluate(node.slice, env, tensors, flags)]
     if isinstance(node, ast.Constant):
         return int(node.value)
     if isinstance(node, ast.Name):
         return env[node.id]
     if isinstance(node, ast.UnaryOp):
-        return -_evaluate(node.operand, env, tensors)
-    left, right = _evaluate(node.left, env, tensors), _evaluate(node.right, env, tensors)
+        return -_evaluate(node.operand, env, tensors, flags)
+    left = _evaluate(node.left, env, tensors, flags)
+    right = _evaluate(node.right, env, tensors, flags)
     op = type(node.op)
     if op is ast.Add:
         return left + right
@@ -161,9 +173,21 @@ def _constant(node: ast.AST) -> int | None:
         return None
 
 
-def _check(node: ast.AST, names: list[str], tensors: list[str] | None = None) -> None:
+def _check(
+    node: ast.AST,
+    names: list[str],
+    tensors: list[str] | None = None,
+    flags: list[str] | None = None,
+) -> None:
     if tensors is not None and isinstance(node, ast.IfExp):
         test = node.test
+        if flags is not None and isinstance(test, ast.Name):
+            # 'a if <flag> else b': the resolver checks that <flag> is a bool argument.
+            if test.id not in flags:
+                flags.append(test.id)
+            _check(node.body, names, tensors, flags)
+            _check(node.orelse, names, tensors, flags)
+            return
         if not (
             isinstance(test, ast.Compare)
             and isinstance(test.left, ast.Name)
@@ -173,12 +197,13 @@ def _check(node: ast.AST, names: list[str], tensors: list[str] | None = None) ->
             and test.comparators[0].value is None
         ):
             raise ShapeError(
-                f"a condition must be '<input> is None' or '<input> is not None', got '{ast.unparse(test)}'"
+                "a condition must be '<input> is None', '<input> is not None' or the name of a "
+                f"bool argument, got '{ast.unparse(test)}'"
             )
         if test.left.id not in tensors:
             tensors.append(test.left.id)
-        _check(node.body, names, tensors)
-        _check(node.orelse, names, tensors)
+        _check(node.body, names, tensors, flags)
+        _check(node.orelse, names, tensors, flags)
         return
     if tensors is not None and isinstance(node, ast.Subscript):
         base = node.value
@@ -212,11 +237,11 @@ def _check(node: ast.AST, names: list[str], tensors: list[str] | None = None) ->
             names.append(node.id)
         return
     if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
-        _check(node.operand, names, tensors)
+        _check(node.operand, names, tensors, flags)
         return
     if isinstance(node, ast.BinOp) and type(node.op) in _BINOPS:
-        _check(node.left, names, tensors)
-        _check(node.right, names, tensors)
+        _check(node.left, names, tensors, flags)
+        _check(node.right, names, tensors, flags)
         if isinstance(node.op, ast.FloorDiv) and _constant(node.right) == 0:
             raise ShapeError(f"division by zero in '{ast.unparse(node)}'")
         return
@@ -253,8 +278,9 @@ def _shape_expr(entry: str) -> Expr:
 
 
 def parse_dim_expr(text: object) -> Expr:
-    """A derived dim: integer arithmetic over dims, ``<input>.shape[i]`` and
-    ``a if <input> is None else b``."""
+    """A derived dim: integer arithmetic over dims, ``<input>.shape[i]``,
+    ``a if <input> is None else b`` and ``a if <flag> else b`` (``<flag>`` a name, which the
+    resolver checks is a ``bool`` argument of the forward schema)."""
     if isinstance(text, int) and not isinstance(text, bool):
         return Expr(str(text), ())
     if not isinstance(text, str) or not text.strip():
@@ -266,8 +292,9 @@ def parse_dim_expr(text: object) -> Expr:
         raise ShapeError(f"cannot parse dim expression '{text}'") from None
     names: list[str] = []
     tensors: list[str] = []
-    _check(tree, names, tensors)
-    return Expr(_render(tree, {}), tuple(names), tuple(tensors))
+    flags: list[str] = []
+    _check(tree, names, tensors, flags)
+    return Expr(_render(tree, {}), tuple(names), tuple(tensors), tuple(flags))
 
 
 def _measure(text: str) -> None:

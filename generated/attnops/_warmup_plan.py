@@ -51,6 +51,7 @@ def _inputs_chunk_gla(_s: dict, _c: dict, _dt: torch.dtype, _gen: torch.Generato
         "scale": _s.get("scale", None),
         "initial_state": initial_state,
         "cu_seqlens": cu_seqlens,
+        "save_states": _c["save_states"],
     }
 
 
@@ -140,7 +141,7 @@ PLANS = (
                 "cu_seqlens": (0, 10, 75, 80),
             },
         },
-        variants={},
+        variants={"save_states": (False, True)},
         optional=("initial_state",),
         flag="output_final_state",
         dtypes={

@@ -19,15 +19,15 @@ from ._runtime import tensor_error as _tensor_error
 
 torch.library.define(
     "attnops::chunk_gla_fwd",
-    "(Tensor q, Tensor k, Tensor v, Tensor g, float? scale=None, Tensor? initial_state=None, Tensor? cu_seqlens=None) -> (Tensor output, Tensor h)",
+    "(Tensor q, Tensor k, Tensor v, Tensor g, float? scale=None, Tensor? initial_state=None, Tensor? cu_seqlens=None, *, bool save_states=False) -> (Tensor output, Tensor h)",
 )
 torch.library.define(
     "attnops::chunk_gla_fwd_with_state",
-    "(Tensor q, Tensor k, Tensor v, Tensor g, float? scale=None, Tensor? initial_state=None, Tensor? cu_seqlens=None) -> (Tensor output, Tensor h, Tensor final_state)",
+    "(Tensor q, Tensor k, Tensor v, Tensor g, float? scale=None, Tensor? initial_state=None, Tensor? cu_seqlens=None, *, bool save_states=False) -> (Tensor output, Tensor h, Tensor final_state)",
 )
 torch.library.define(
     "attnops::chunk_gla_bwd",
-    "(Tensor q, Tensor k, Tensor v, Tensor g, float? scale, Tensor? initial_state, Tensor? cu_seqlens, Tensor grad_output, Tensor? grad_final_state, Tensor h) -> (Tensor grad_q, Tensor grad_k, Tensor grad_v, Tensor grad_g, Tensor grad_initial_state)",
+    "(Tensor q, Tensor k, Tensor v, Tensor g, float? scale, Tensor? initial_state, Tensor? cu_seqlens, Tensor grad_output, Tensor? grad_final_state, Tensor h, *, bool save_states) -> (Tensor grad_q, Tensor grad_k, Tensor grad_v, Tensor grad_g, Tensor grad_initial_state)",
 )
 
 
@@ -39,15 +39,27 @@ def _chunk_gla_fwd_impl(
     scale: float | None = None,
     initial_state: Tensor | None = None,
     cu_seqlens: Tensor | None = None,
+    *,
+    save_states: bool = False,
 ) -> tuple[Tensor, Tensor]:
     if q.is_cuda and q.get_device() != _cuda_device():
         # Note [device guard] (_runtime): the kernels launch on the current device.
         with torch.cuda.device(q.get_device()):
-            return _chunk_gla_fwd_impl(q, k, v, g, scale, initial_state, cu_seqlens)
+            return _chunk_gla_fwd_impl(
+                q, k, v, g, scale, initial_state, cu_seqlens, save_states=save_states
+            )
     # Note [arity pair]: one launcher serves both operators of the pair; it returns every output
     # of the wider schema, with None for the extras when the flag is off.
     output, h, _ = _launcher("attnops_kernels.chunk_gla.triton:chunk_gla_fwd")(
-        q, k, v, g, scale, initial_state, cu_seqlens, False
+        q,
+        k,
+        v,
+        g,
+        scale,
+        initial_state,
+        cu_seqlens,
+        save_states=save_states,
+        output_final_state=False,
     )
     return output, h
 
@@ -60,14 +72,26 @@ def _chunk_gla_fwd_with_state_impl(
     scale: float | None = None,
     initial_state: Tensor | None = None,
     cu_seqlens: Tensor | None = None,
+    *,
+    save_states: bool = False,
 ) -> tuple[Tensor, Tensor, Tensor]:
     if q.is_cuda and q.get_device() != _cuda_device():
         # See Note [device guard] (_runtime).
         with torch.cuda.device(q.get_device()):
-            return _chunk_gla_fwd_with_state_impl(q, k, v, g, scale, initial_state, cu_seqlens)
+            return _chunk_gla_fwd_with_state_impl(
+                q, k, v, g, scale, initial_state, cu_seqlens, save_states=save_states
+            )
     # See Note [arity pair].
     output, h, final_state = _launcher("attnops_kernels.chunk_gla.triton:chunk_gla_fwd")(
-        q, k, v, g, scale, initial_state, cu_seqlens, True
+        q,
+        k,
+        v,
+        g,
+        scale,
+        initial_state,
+        cu_seqlens,
+        save_states=save_states,
+        output_final_state=True,
     )
     return output, h, final_state
 
@@ -83,15 +107,37 @@ def _chunk_gla_bwd_impl(
     grad_output: Tensor,
     grad_final_state: Tensor | None,
     h: Tensor,
+    *,
+    save_states: bool,
 ) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor]:
     if q.is_cuda and q.get_device() != _cuda_device():
         # See Note [device guard] (_runtime).
         with torch.cuda.device(q.get_device()):
             return _chunk_gla_bwd_impl(
-                q, k, v, g, scale, initial_state, cu_seqlens, grad_output, grad_final_state, h
+                q,
+                k,
+                v,
+                g,
+                scale,
+                initial_state,
+                cu_seqlens,
+                grad_output,
+                grad_final_state,
+                h,
+                save_states=save_states,
             )
     return _launcher("attnops_kernels.chunk_gla.triton:chunk_gla_bwd")(
-        q, k, v, g, scale, initial_state, cu_seqlens, grad_output, grad_final_state, h
+        q,
+        k,
+        v,
+        g,
+        scale,
+        initial_state,
+        cu_seqlens,
+        grad_output,
+        grad_final_state,
+        h,
+        save_states=save_states,
     )
 
 
@@ -113,6 +159,8 @@ def _chunk_gla_fwd_fake(
     scale: float | None = None,
     initial_state: Tensor | None = None,
     cu_seqlens: Tensor | None = None,
+    *,
+    save_states: bool = False,
 ) -> tuple[Tensor, Tensor]:
     B = q.shape[0]
     T = q.shape[1]
@@ -125,8 +173,9 @@ def _chunk_gla_fwd_fake(
         if cu_seqlens is None
         else (T + BT - 1) // BT + cu_seqlens.shape[0] - 2
     )
+    NH = NS if save_states else 0
     output = q.new_empty((B, T, H, V))
-    h = q.new_empty((NS, H, K, V))
+    h = q.new_empty((NH, H, K, V))
     return output, h
 
 
@@ -139,6 +188,8 @@ def _chunk_gla_fwd_with_state_fake(
     scale: float | None = None,
     initial_state: Tensor | None = None,
     cu_seqlens: Tensor | None = None,
+    *,
+    save_states: bool = False,
 ) -> tuple[Tensor, Tensor, Tensor]:
     B = q.shape[0]
     T = q.shape[1]
@@ -152,8 +203,9 @@ def _chunk_gla_fwd_with_state_fake(
         if cu_seqlens is None
         else (T + BT - 1) // BT + cu_seqlens.shape[0] - 2
     )
+    NH = NS if save_states else 0
     output = q.new_empty((B, T, H, V))
-    h = q.new_empty((NS, H, K, V))
+    h = q.new_empty((NH, H, K, V))
     final_state = q.new_empty((N, H, K, V), dtype=torch.float32)
     return output, h, final_state
 
@@ -170,6 +222,8 @@ def _chunk_gla_bwd_fake(
     grad_output: Tensor,
     grad_final_state: Tensor | None,
     h: Tensor,
+    *,
+    save_states: bool,
 ) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor]:
     B = q.shape[0]
     H = q.shape[2]
@@ -210,15 +264,19 @@ class _ChunkGlaFunction(torch.autograd.Function):
         scale: float | None,
         initial_state: Tensor | None,
         cu_seqlens: Tensor | None,
+        save_states: bool,
         output_final_state: bool,
     ) -> tuple[Tensor, Tensor | None]:
         if output_final_state:
-            output, h, final_state = _fwd_pair(q, k, v, g, scale, initial_state, cu_seqlens)
+            output, h, final_state = _fwd_pair(
+                q, k, v, g, scale, initial_state, cu_seqlens, save_states=save_states
+            )
         else:
-            output, h = _fwd(q, k, v, g, scale, initial_state, cu_seqlens)
+            output, h = _fwd(q, k, v, g, scale, initial_state, cu_seqlens, save_states=save_states)
             final_state = None
         ctx.save_for_backward(q, k, v, g, initial_state, cu_seqlens, h)
         ctx.scale = scale
+        ctx.save_states = save_states
         ctx._bwd = _bwd
         return output, final_state
 
@@ -229,8 +287,19 @@ class _ChunkGlaFunction(torch.autograd.Function):
     ) -> tuple[Tensor | None, ...]:
         q, k, v, g, initial_state, cu_seqlens, h = ctx.saved_tensors
         scale = ctx.scale
+        save_states = ctx.save_states
         grad_q, grad_k, grad_v, grad_g, grad_initial_state = ctx._bwd(
-            q, k, v, g, scale, initial_state, cu_seqlens, grad_output, grad_final_state, h
+            q,
+            k,
+            v,
+            g,
+            scale,
+            initial_state,
+            cu_seqlens,
+            grad_output,
+            grad_final_state,
+            h,
+            save_states=save_states,
         )
         return (
             None,
@@ -242,6 +311,7 @@ class _ChunkGlaFunction(torch.autograd.Function):
             grad_g,
             None,
             grad_initial_state if initial_state is not None else None,
+            None,
             None,
             None,
         )
@@ -263,6 +333,8 @@ def chunk_gla(
     initial_state: Tensor | None = None,
     output_final_state: bool = False,
     cu_seqlens: Tensor | None = None,
+    *,
+    save_states: bool = False,
 ) -> ChunkGlaOutput:
     """Chunked gated linear attention with a per-head scalar log-decay.
 
@@ -270,9 +342,12 @@ def chunk_gla(
     ``scale`` defaults to ``K ** -0.5`` and must be finite (``ValueError``). ``g`` is a
     log-decay in ``[-inf, 0]``: ``-inf`` resets the state (``exp(-inf) = 0``). With ``cu_seqlens`` the batch (``B == 1``) packs
     ``N`` sequences of variable length; ``initial_state`` and ``final_state`` hold one state per
-    sequence. Where autograd records the call, the state at the start of each chunk of 64
-    tokens is kept for the backward (an ``[H, K, V]`` state per chunk in ``q``'s dtype, about
-    ``V / 64`` times the size of ``q``), so that the backward does not walk the sequence twice.
+    sequence. Where autograd records the call it keeps the inputs for the backward, which
+    recomputes the state at the start of each chunk of 64 tokens in a walk side by side with
+    the gradients' walk. ``save_states=True`` keeps those states instead (an ``[H, K, V]``
+    state per chunk in ``q``'s dtype, about ``V / 64`` times the size of ``q``: 134 MB at
+    ``B=4, T=4096, H=16, K=V=128`` in bfloat16), so that the backward walks only the gradients;
+    ``docs/performance.md`` says when that pays.
 
     Args:
         q: ``[B, T, H, K]``, bfloat16 | float16 | float32.
@@ -283,6 +358,7 @@ def chunk_gla(
         initial_state: ``[N, H, K, V]``, float32, optional.
         output_final_state: also return final_state.
         cu_seqlens: ``[S]``, int32 | int64, optional.
+        save_states: ``bool``. One of False, True. Default: ``False``.
 
     Returns:
         ChunkGlaOutput with
@@ -399,6 +475,8 @@ def chunk_gla(
         raise _scalar_error("chunk_gla", "scale", "float", scale)
     if not isinstance(output_final_state, (bool, torch.SymBool)):
         raise _scalar_error("chunk_gla", "output_final_state", "bool", output_final_state)
+    if not isinstance(save_states, (bool, torch.SymBool)):
+        raise _scalar_error("chunk_gla", "save_states", "bool", save_states)
     if cu_seqlens is not None and B != 1:
         raise _constraint_error("chunk_gla", "packed sequences (cu_seqlens) need B == 1", B=B)
     if K > 256:
@@ -428,15 +506,18 @@ def chunk_gla(
                 scale,
                 initial_state,
                 cu_seqlens,
+                save_states,
                 output_final_state,
             )
         else:
             if output_final_state:
                 output, h, final_state = _chunk_gla_fwd_with_state_impl(
-                    q, k, v, g, scale, initial_state, cu_seqlens
+                    q, k, v, g, scale, initial_state, cu_seqlens, save_states=save_states
                 )
             else:
-                output, h = _chunk_gla_fwd_impl(q, k, v, g, scale, initial_state, cu_seqlens)
+                output, h = _chunk_gla_fwd_impl(
+                    q, k, v, g, scale, initial_state, cu_seqlens, save_states=save_states
+                )
                 final_state = None
         return ChunkGlaOutput(output, final_state)
     output, final_state = _ChunkGlaFunction.apply(
@@ -450,6 +531,7 @@ def chunk_gla(
         scale,
         initial_state,
         cu_seqlens,
+        save_states,
         output_final_state,
     )
     return ChunkGlaOutput(output, final_state)

@@ -26,11 +26,31 @@ SHAPES = {
 }
 # Each shape's configuration: variant values, the optional inputs the calls give, the arity flag.
 CONFIGS = {
-    "B1-T64-H4-K64-V64": {"initial_state": False, "output_final_state": False},
-    "B4-T4096-H16-K128-V128": {"initial_state": False, "output_final_state": False},
-    "B8-T2048-H32-K64-V64": {"initial_state": False, "output_final_state": False},
-    "B1-T32768-H16-K128-V128": {"initial_state": False, "output_final_state": False},
-    "B1-T8192-H4-K128-V128": {"initial_state": False, "output_final_state": False},
+    "B1-T64-H4-K64-V64": {
+        "save_states": False,
+        "initial_state": False,
+        "output_final_state": False,
+    },
+    "B4-T4096-H16-K128-V128": {
+        "save_states": False,
+        "initial_state": False,
+        "output_final_state": False,
+    },
+    "B8-T2048-H32-K64-V64": {
+        "save_states": False,
+        "initial_state": False,
+        "output_final_state": False,
+    },
+    "B1-T32768-H16-K128-V128": {
+        "save_states": False,
+        "initial_state": False,
+        "output_final_state": False,
+    },
+    "B1-T8192-H4-K128-V128": {
+        "save_states": False,
+        "initial_state": False,
+        "output_final_state": False,
+    },
 }
 DTYPES = {
     "bf16": torch.bfloat16,
@@ -72,6 +92,7 @@ def make_inputs(_shape: str, _dtype: str):
         "scale": _s.get("scale", None),
         "initial_state": initial_state,
         "cu_seqlens": cu_seqlens,
+        "save_states": _c["save_states"],
     }
 
 

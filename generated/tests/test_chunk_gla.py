@@ -46,7 +46,7 @@ GRAD_TOLERANCE = {
 }
 # Configurations: each variant value (the schema default first) x each optional input given or
 # None x the arity flag on or off; the first, "default", takes the first of each.
-VARIANTS = {}
+VARIANTS = {"save_states": (False, True)}
 OPTIONAL = ("initial_state",)
 FLAG = "output_final_state"
 CONFIGS = _t.configs(VARIANTS, OPTIONAL, FLAG)
@@ -59,9 +59,10 @@ REJECTS = {
     "initial_state": ("dtype-float64", "rank-plus-one"),
     "cu_seqlens": ("dtype-float64", "rank-plus-one"),
     "scale": ("type", "type-bool", "type-complex", "type-str"),
+    "save_states": ("type", "type-int", "type-none", "type-str"),
     "output_final_state": ("type", "type-int", "type-none", "type-str"),
 }
-ARG_NAMES = ("q", "k", "v", "g", "scale", "initial_state", "cu_seqlens")
+ARG_NAMES = ("q", "k", "v", "g", "scale", "initial_state", "cu_seqlens", "save_states")
 PUBLIC_OUTPUTS = ("output", "final_state")
 # What the reference returns, in its order (reference_returns in the spec).
 REFERENCE_RETURNS = ("output", "final_state")
@@ -105,6 +106,7 @@ def make_inputs(_sample: str, _dtype: str, _config: str = "default"):
         "scale": _s.get("scale", None),
         "initial_state": initial_state,
         "cu_seqlens": cu_seqlens,
+        "save_states": _c["save_states"],
     }
 
 
@@ -128,6 +130,7 @@ def backward_args(inputs: dict, config: str, gen: torch.Generator) -> dict:
         if final_state is not None
         else None,
         "h": h,
+        "save_states": inputs["save_states"],
     }
 
 
@@ -162,13 +165,16 @@ def test_opcheck_forward(sample, dtype, layout, config):
 
 # The backward's own layouts: each forward input it takes permuted (and strided) alone, then its
 # incoming gradients permuted together; on the first sample and dtype also each saved output
-# permuted and strided alone, and the incoming gradients strided together.
+# permuted and strided alone (on the default configuration and each other variant value), and
+# the incoming gradients strided together.
 BACKWARD_INPUTS = ("q", "k", "v", "g", "initial_state", "cu_seqlens")
 INCOMING_GRADS = ("grad_output", "grad_final_state")
 SAVED_OUTPUTS = ("h",)
-BACKWARD_CASES = _t.cases(
-    SAMPLES, DTYPES, CONFIGS, make_inputs, names=BACKWARD_INPUTS, extra_layouts=[_t.GRADS]
-) + _t.first_cases(SAMPLES, DTYPES, CONFIGS, [*_t.saved_layouts(SAVED_OUTPUTS), _t.STRIDED_GRADS])
+BACKWARD_CASES = (
+    _t.cases(SAMPLES, DTYPES, CONFIGS, make_inputs, names=BACKWARD_INPUTS, extra_layouts=[_t.GRADS])
+    + _t.saved_cases(SAMPLES, DTYPES, CONFIGS, SAVED_OUTPUTS, VARIANTS)
+    + _t.first_cases(SAMPLES, DTYPES, CONFIGS, [_t.STRIDED_GRADS])
+)
 
 
 @pytest.mark.parametrize("sample, dtype, layout, config", _t.default_cases(BACKWARD_CASES))
@@ -184,7 +190,7 @@ def test_opcheck_backward(sample, dtype, layout, config):
 # return what it returns on the compact one.
 @pytest.mark.parametrize(
     "sample, dtype, layout, config",
-    _t.first_cases(SAMPLES, DTYPES, CONFIGS, _t.saved_layouts(SAVED_OUTPUTS)),
+    _t.saved_cases(SAMPLES, DTYPES, CONFIGS, SAVED_OUTPUTS, VARIANTS),
 )
 def test_backward_saved_layouts_match_compact(sample, dtype, layout, config):
     inputs = make_inputs(sample, dtype, config)

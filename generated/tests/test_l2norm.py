@@ -120,13 +120,16 @@ def test_opcheck_forward(sample, dtype, layout, config):
 
 # The backward's own layouts: each forward input it takes permuted (and strided) alone, then its
 # incoming gradients permuted together; on the first sample and dtype also each saved output
-# permuted and strided alone, and the incoming gradients strided together.
+# permuted and strided alone (on the default configuration and each other variant value), and
+# the incoming gradients strided together.
 BACKWARD_INPUTS = ("x",)
 INCOMING_GRADS = ("grad_y",)
 SAVED_OUTPUTS = ("rstd",)
-BACKWARD_CASES = _t.cases(
-    SAMPLES, DTYPES, CONFIGS, make_inputs, names=BACKWARD_INPUTS, extra_layouts=[_t.GRADS]
-) + _t.first_cases(SAMPLES, DTYPES, CONFIGS, [*_t.saved_layouts(SAVED_OUTPUTS), _t.STRIDED_GRADS])
+BACKWARD_CASES = (
+    _t.cases(SAMPLES, DTYPES, CONFIGS, make_inputs, names=BACKWARD_INPUTS, extra_layouts=[_t.GRADS])
+    + _t.saved_cases(SAMPLES, DTYPES, CONFIGS, SAVED_OUTPUTS, VARIANTS)
+    + _t.first_cases(SAMPLES, DTYPES, CONFIGS, [_t.STRIDED_GRADS])
+)
 
 
 @pytest.mark.parametrize("sample, dtype, layout, config", _t.default_cases(BACKWARD_CASES))
@@ -142,7 +145,7 @@ def test_opcheck_backward(sample, dtype, layout, config):
 # return what it returns on the compact one.
 @pytest.mark.parametrize(
     "sample, dtype, layout, config",
-    _t.first_cases(SAMPLES, DTYPES, CONFIGS, _t.saved_layouts(SAVED_OUTPUTS)),
+    _t.saved_cases(SAMPLES, DTYPES, CONFIGS, SAVED_OUTPUTS, VARIANTS),
 )
 def test_backward_saved_layouts_match_compact(sample, dtype, layout, config):
     inputs = make_inputs(sample, dtype, config)

@@ -2,7 +2,15 @@ import torch
 
 
 def chunk_gla_ref(
-    q, k, v, g, scale=None, initial_state=None, output_final_state=False, cu_seqlens=None
+    q,
+    k,
+    v,
+    g,
+    scale=None,
+    initial_state=None,
+    output_final_state=False,
+    cu_seqlens=None,
+    save_states=False,
 ):
     """Token-by-token float32 reference of ``chunk_gla``.
 
@@ -16,6 +24,7 @@ def chunk_gla_ref(
         initial_state: ``[N, H, K, V]``, or None (zeros).
         output_final_state: whether to return the final states.
         cu_seqlens: ``[N + 1]`` offsets of packed sequences (``B == 1``, asserted), or None.
+        save_states: what the operator keeps for its backward; the results do not depend on it.
 
     Returns:
         ``(o, final_state)``: ``o`` ``[B, T, H, V]`` float32 (zero outside the sequences);

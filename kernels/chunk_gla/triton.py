@@ -136,9 +136,19 @@ def _per_sequence(name, x, shape):
         raise ValueError(f"chunk_gla: {name} must have shape {shape}, got {tuple(x.shape)}")
 
 
-def _saved_states(h, q, v, N, use_cu):
-    """None, or the forward's chunk states ``h`` (as :func:`chunk_gla_fwd` returns them: shape
-    ``[S, H, K, V]``, ``q``'s dtype and device) read contiguously; anything else: ValueError."""
+def _saved_states(h, q, v, N, use_cu, save_states=True):
+    """None, or the forward's chunk states ``h`` (as :func:`chunk_gla_fwd` returns them with
+    ``save_states``: shape ``[S, H, K, V]``, ``q``'s dtype and device) read contiguously;
+    anything else: ValueError. Without ``save_states``, None: ``h`` must then be None or hold
+    no state (the forward's ``[0, H, K, V]``), ValueError otherwise."""
+    if not save_states:
+        if h is not None and (not isinstance(h, torch.Tensor) or h.ndim < 1 or h.shape[0] != 0):
+            got = tuple(h.shape) if isinstance(h, torch.Tensor) else type(h).__name__
+            raise ValueError(
+                "chunk_gla: h must be None or hold no state when save_states is false (the "
+                f"backward recomputes the states), got {got}"
+            )
+        return None
     if h is None:
         return None
     B, T, H, K = q.shape
@@ -154,16 +164,26 @@ def _saved_states(h, q, v, N, use_cu):
 
 
 def chunk_gla_fwd(
-    q, k, v, g, scale: float | None, initial_state, cu_seqlens, output_final_state: bool
+    q,
+    k,
+    v,
+    g,
+    scale: float | None,
+    initial_state,
+    cu_seqlens,
+    output_final_state: bool,
+    *,
+    save_states: bool = True,
 ):
     """Forward of ``chunk_gla``: ``S_t = exp(g_t) S_{t-1} + k_t^T v_t``, ``o_t = scale * q_t S_t``.
 
     Chunks of 64 tokens, in three to five launches: the cumulative log-decay within each chunk
-    (float32 ``[B, H, 2, T]`` scratch); the state at the start of each chunk (``h``, returned for
-    the backward), one program per (sequence, head, state tile) walking its chunks; each chunk's
-    output from that state and the causal in-chunk attention, one program per (chunk, head,
-    V block); and, with ``cu_seqlens`` only, a walk of each whole sequence that does the work
-    only where the clamped offsets fall somewhere. When the state walk would have very few
+    (float32 ``[B, H, 2, T]`` scratch); the state at the start of each chunk (``h``: returned for
+    the backward with ``save_states``, else scratch freed on return), one program per (sequence,
+    head, state tile) walking its chunks; each chunk's output from that state and the causal
+    in-chunk attention, one program per (chunk, head, V block); and, with ``cu_seqlens`` only, a
+    walk of each whole sequence that does the work only where the clamped offsets fall
+    somewhere. When the state walk would have very few
     programs (long equal-length sequences, few heads: see ``_segments``), each sequence is
     walked as segments side by side twice: once for each segment's own end state, then, after
     one short pass across segments for the state at each segment's start, again from that state
@@ -187,13 +207,17 @@ def chunk_gla_fwd(
             tokens that no sequence covers get zeros in ``output``; tokens that several
             sequences cover (decreasing offsets) get the values of one of them, unspecified.
         output_final_state: whether to return the state after each sequence's last token.
+        save_states: whether to return the chunk states ``h`` for :func:`chunk_gla_bwd`; without,
+            ``h`` is empty and the backward recomputes them. True by default here (what callers
+            of the launcher that pass ``h`` on expect); the operator's schema default is False
+            (ops.yaml).
 
     Returns:
         ``(output, h, final_state)``, newly allocated and contiguous: ``output`` is
         ``[B, T, H, V]`` in ``q``'s dtype; ``h`` is ``[S, H, K, V]`` in ``q``'s dtype, the state
         at the start of each chunk for :func:`chunk_gla_bwd` (``S`` = ``B * ceil(T / 64)``, or
         ``ceil(T / 64) + N - 1`` with ``cu_seqlens``: a slot per chunk, and zeros in the slots
-        between packed sequences);
+        between packed sequences), or ``[0, H, K, V]`` unless ``save_states``;
         ``final_state`` is ``[N, H, K, V]`` float32, or None when ``output_final_state`` is
         false.
 
@@ -220,7 +244,7 @@ def chunk_gla_fwd(
                 ht.zero_()
             else:
                 ht.copy_(h0)
-        return o, q.new_zeros((NS, H, K, V)), ht
+        return o, q.new_zeros((NS if save_states else 0, H, K, V)), ht
 
     if g.dtype is not torch.float32:
         g = g.to(torch.float32)
@@ -247,12 +271,17 @@ def chunk_gla_fwd(
         kw = dict(K=K, V=V, BT=config._BT, BK=fk, BV=fv, MODE=mode, num_warps=fw, num_stages=fs)
         flags = dict(USE_H0=h0 is not None, STORE_HT=ht is not None)
         launchable(_gla_fwd_kernel, o)[(N * H, cdiv(V, fv))](*args, **kw, **flags)
+    if not save_states:
+        # The states were scratch for the output pass: freed as this returns.
+        return o, q.new_empty((0, H, K, V)), ht
     # Under the interpreter bf16 states are walked in float32 (MODE 2); the products round them
     # to bf16 on use, so h is returned rounded as the GPU stores it.
     return o, h.to(q.dtype), ht
 
 
-def chunk_gla_bwd(q, k, v, g, scale: float | None, initial_state, cu_seqlens, do, dht, h=None):
+def chunk_gla_bwd(
+    q, k, v, g, scale: float | None, initial_state, cu_seqlens, do, dht, h=None, *, save_states=True
+):
     """Backward of ``chunk_gla``: the gradients of every differentiable forward input.
 
     Chunks of 64 tokens, in three or four launches (more where the walks split, and three
@@ -281,9 +310,13 @@ def chunk_gla_bwd(q, k, v, g, scale: float | None, initial_state, cu_seqlens, do
             covers are zeros).
         do: ``[B, T, H, V]``, the gradient of ``output`` (``q``'s dtype), any strides.
         dht: ``[N, H, K, V]`` float32, the gradient of ``final_state``, or None (zero).
-        h: the ``h`` that :func:`chunk_gla_fwd` returned for these inputs, or None (the states
-            are then recomputed, as they are also where the walks here run as segments). Of
-            another shape, dtype or device: ``ValueError``.
+        h: the ``h`` that :func:`chunk_gla_fwd` returned for these inputs with ``save_states``,
+            or None (the states are then recomputed, as they are also where the walks here run
+            as segments). Of another shape, dtype or device: ``ValueError``.
+        save_states: whether ``h`` holds the forward's states (True by default here, as in
+            :func:`chunk_gla_fwd`); when false ``h`` is the forward's empty ``[0, H, K, V]`` (or
+            None, or any tensor with no state: ``ValueError`` otherwise) and the states are
+            recomputed.
 
     Returns:
         ``(dq, dk, dv, dg, dh0)``, newly allocated and contiguous: ``dq`` ``[B, T, H, K]`` in
@@ -304,7 +337,7 @@ def chunk_gla_bwd(q, k, v, g, scale: float | None, initial_state, cu_seqlens, do
     cu_seqlens, N = _packed(cu_seqlens, B, T, q.device)
     _per_sequence("initial_state", initial_state, (N, H, K, V))
     _per_sequence("dht", dht, (N, H, K, V))
-    h_saved = _saved_states(h, q, v, N, cu_seqlens is not None)
+    h_saved = _saved_states(h, q, v, N, cu_seqlens is not None, save_states)
     dq = q.new_empty((B, T, H, K))
     dk = k.new_empty((B, T, H, K))
     dv = v.new_empty((B, T, H, V))

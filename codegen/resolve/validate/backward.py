@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from ...spec.shapes import ELLIPSIS
 from ..backward_fake import backward_tensors, dtype_source, reads
+from ..dims import flag_dims
 from ..resolved import GRAD_PREFIX, ResolvedOp, Role
 from .report import Report
 from .tensors import allowed_dtypes
@@ -170,7 +171,10 @@ def _fake_sizes(r: ResolvedOp, report: Report, tensors, name: str) -> None:
     found = reads(op, p, tensors, needed, decl.shape.has_ellipsis)
     derived = {d.name: d for d in op.dims}
     scalars = {a.name for a in op.forward.schema.arguments if a.is_scalar}
+    by_flags = flag_dims(op)
     for dim in found.missing:
+        if dim in by_flags:
+            continue  # an input sized by a flag is refused at the input (resolve/dims.py)
         if dim == ELLIPSIS:
             report.error(
                 loc,
@@ -182,7 +186,8 @@ def _fake_sizes(r: ResolvedOp, report: Report, tensors, name: str) -> None:
         if dim in scalars:
             add = f"the argument '{dim}'"
         elif dim in derived:
-            absent = [t for t in derived[dim].expr.tensors if t not in tensors.present]
+            read = derived[dim].expr.tensors + derived[dim].expr.flags
+            absent = [t for t in read if t not in tensors.present]
             add = " and ".join(f"'{t}'" for t in absent) or "the tensors it reads"
             add = f"{add} (read by derived dim '{dim}') or another tensor with dim '{dim}'"
         else:

@@ -128,14 +128,27 @@ def _sizes(r: ResolvedOp, sample, report: Report, what: str = "sample") -> None:
     for d in r.op.inputs:
         literal = sample.get(d.name)
         tensors[d.name] = (len(literal),) if isinstance(literal, tuple) else ()
-    for d in r.op.dims:
-        try:
-            env[d.name] = d.expr.evaluate(env, tensors)
-        except EvaluationError as exc:
-            report.error(sample.loc, f"{what} cannot be sized: derived dim '{d.name}': {exc}")
-            return
-        except (KeyError, IndexError):
-            return  # what the expression reads is reported by the dim checks
+    # Note [flag dims]: the dims are sized for each value of the flags they test (such dims size
+    # outputs only, so the inputs below read the same sizes under any of them).
+    names = sorted({f for d in r.op.dims for f in d.expr.flags})
+    sized = False
+    for flags in _assignments(names):
+        for d in r.op.dims:
+            try:
+                env[d.name] = d.expr.evaluate(env, tensors, flags)
+            except EvaluationError as exc:
+                said = ", ".join(f"{k}={v}" for k, v in flags.items())
+                said = f" (with {said})" if said else ""
+                report.error(
+                    sample.loc, f"{what} cannot be sized: derived dim '{d.name}'{said}: {exc}"
+                )
+                return
+            except (KeyError, IndexError):
+                break  # what the expression reads is reported by the dim checks
+        else:
+            sized = True
+    if not sized:
+        return
     for decl in r.op.inputs:
         for e in decl.shape.entries:
             if e == ELLIPSIS:
@@ -153,3 +166,12 @@ def _sizes(r: ResolvedOp, sample, report: Report, what: str = "sample") -> None:
                     f"{what} gives input '{decl.name}' a negative size ({e.text} = {size})",
                 )
                 return
+
+
+def _assignments(names: list[str]) -> list[dict[str, bool]]:
+    """Values of the flags ``names`` to size a sample with: every assignment of up to four
+    flags, else all false, all true and each flag alone true."""
+    if len(names) <= 4:
+        return [{n: bool(i >> j & 1) for j, n in enumerate(names)} for i in range(1 << len(names))]
+    out = [dict.fromkeys(names, False), dict.fromkeys(names, True)]
+    return out + [{n: n == m for n in names} for m in names]

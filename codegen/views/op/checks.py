@@ -227,7 +227,10 @@ class CheckBuilder(OpBuilder):
                     constants.append(Constant("dtypes", dtypes, dtypes=_dtype_names(decl)))
                 items.append(self._list_check(decl, dtypes, first, devices))
         for v in op.variants:
-            constants.append(Constant("values", r.names.constant(v.arg, "VALUES"), values=v.values))
+            if op.restricts(v):
+                constants.append(
+                    Constant("values", r.names.constant(v.arg, "VALUES"), values=v.values)
+                )
         return self._prune(items), constants
 
     def _tensor_check(self, t: TensorPlan, dtypes, dtype_of, first, devices) -> TensorCheck:
@@ -366,6 +369,7 @@ class CheckBuilder(OpBuilder):
         return tuple(
             VariantCheck(v.arg, self.r.names.constant(v.arg, "VALUES"), v.values)
             for v in self.op.variants
+            if self.op.restricts(v)
         )
 
     def mutated(self) -> tuple[MutationCheck, ...]:

@@ -71,7 +71,8 @@ def rejects(t: OpTests) -> dict:
     for name, how in _list_return_rejects(t.r):
         out[name] = out.get(name, ()) + (how,)
     for v in t.op.variants:
-        out[v.arg] = out.get(v.arg, ()) + ("value",)
+        if t.op.restricts(v):
+            out[v.arg] = out.get(v.arg, ()) + ("value",)
     return out
 
 
