@@ -16,7 +16,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from codegen.runtime.testing import DEVICE, assert_close_at_edge
+from codegen.runtime.testing import DEVICE
+from codegen.runtime.testing_edges import assert_close_at_edge
 
 INF = math.inf
 # The interpreter computes in numpy, which warns at every overflow these values are for.

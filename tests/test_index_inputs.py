@@ -15,7 +15,7 @@ import torch
 from marks import SLOW
 from specs import generate_project, run_generated
 
-from codegen.runtime import runtime, testing
+from codegen.runtime import runtime, testing, testing_edges
 
 # --- the runtime check --------------------------------------------------------------------
 
@@ -129,13 +129,13 @@ def test_drawn_entries_are_in_range_and_some_skip():
 
 
 def test_the_out_of_range_forms():
-    assert testing.bad_index_forms(False, ("int32",)) == [
+    assert testing_edges.bad_index_forms(False, ("int32",)) == [
         ("past-end", "int32"),
         ("at-end", "int32"),
         ("negative", "int32"),
         ("int32-max", "int32"),
     ]
-    assert testing.bad_index_forms(True, ("int32", "int64")) == [
+    assert testing_edges.bad_index_forms(True, ("int32", "int64")) == [
         ("past-end", "int32"),
         ("past-end", "int64"),
         ("at-end", "int32"),
@@ -149,7 +149,7 @@ def test_the_out_of_range_forms():
 def test_an_accepted_or_misnamed_entry_fails_the_refusal_check():
     def run(fn):
         inputs = {"w": torch.zeros(4, 2), "ids": torch.tensor([[0, 1, 2], [3, 2, 1]])}
-        return testing.index_outcomes(fn, inputs, "ids", ("V", "w", 0, False, ("int64",)), {})
+        return testing_edges.index_outcomes(fn, inputs, "ids", ("V", "w", 0, False, ("int64",)), {})
 
     def checked(w, ids):
         runtime.check_indexes("op", "ids", ids, w.shape[0], "V", False)
@@ -163,13 +163,13 @@ def test_an_accepted_or_misnamed_entry_fails_the_refusal_check():
     row = ("V", "w", 0, False, ("int64",))
     lines = run(checked)
     assert lines[0].startswith("past-end int64 refused ids[1, 0] = 7 is out of range for V = 4 ")
-    testing.check_indexes_refused(lines, "op", "ids", row)
+    testing_edges.check_indexes_refused(lines, "op", "ids", row)
     with pytest.raises(AssertionError, match="holding an entry past-end .int64. was accepted"):
-        testing.check_indexes_refused(run(unchecked), "op", "ids", row)
+        testing_edges.check_indexes_refused(run(unchecked), "op", "ids", row)
     with pytest.raises(AssertionError, match="does not name the entry"):
-        testing.check_indexes_refused(run(misnamed), "op", "ids", row)
+        testing_edges.check_indexes_refused(run(misnamed), "op", "ids", row)
     with pytest.raises(AssertionError):  # a form left out
-        testing.check_indexes_refused(lines[1:], "op", "ids", row)
+        testing_edges.check_indexes_refused(lines[1:], "op", "ids", row)
 
 
 # --- a project of two gathers -------------------------------------------------------------

@@ -81,3 +81,16 @@ def test_an_argument_may_not_take_the_operator_binding_name():
         "ops.yaml:7:33: error: [l2norm] forward schema: argument name '_fn' is the name of a "
         "generated internal; choose another name"
     ]
+
+
+@pytest.mark.parametrize("name", ["_t", "_tc", "_te"])
+def test_an_argument_may_not_take_a_test_helper_module_name(name):
+    """The generated tests bind ``_testing``, ``_testing_cases`` and ``_testing_edges`` as
+    ``_t``, ``_tc`` and ``_te``: generated internals, refused where a spec names them."""
+    schema = "Tensor x, float eps=1e-6) -> (Tensor y"
+    with pytest.raises(SpecError) as info:
+        parse(replace(schema, schema.replace("eps", name)), "ops.yaml")
+    assert [str(d) for d in info.value.diagnostics] == [
+        f"ops.yaml:7:33: error: [l2norm] forward schema: argument name '{name}' is the name of a "
+        "generated internal; choose another name"
+    ]

@@ -1,4 +1,5 @@
-"""Unit tests of codegen/runtime/testing.py, which the generated tests build their cases with."""
+"""Unit tests of codegen/runtime/testing.py, testing_cases.py and testing_edges.py, which the
+generated tests build their cases and checks with."""
 
 from __future__ import annotations
 
@@ -9,6 +10,8 @@ import torch
 from torch import Tensor
 
 from codegen.runtime import testing as t
+from codegen.runtime import testing_cases as tc
+from codegen.runtime import testing_edges as te
 
 
 def _params(cases) -> list[tuple]:
@@ -19,11 +22,11 @@ def _params(cases) -> list[tuple]:
 
 
 def test_configs_without_axes_is_one_default():
-    assert t.configs({}) == {"default": {}}
+    assert tc.configs({}) == {"default": {}}
 
 
 def test_configs_default_first_and_ids_name_departures():
-    configs = t.configs({"kind": ("softplus", "lower_bound")}, ("A_log",), "with_state")
+    configs = tc.configs({"kind": ("softplus", "lower_bound")}, ("A_log",), "with_state")
     assert list(configs) == [
         "default",
         "no_with_state",
@@ -43,7 +46,7 @@ def test_configs_default_first_and_ids_name_departures():
 
 
 def test_configs_non_string_variant_values_carry_the_argument_name():
-    assert list(t.configs({"chunk": (64, 32), "causal": (True, False)})) == [
+    assert list(tc.configs({"chunk": (64, 32), "causal": (True, False)})) == [
         "default",
         "causalFalse",
         "chunk32",
@@ -68,7 +71,7 @@ def _inputs(sample, dtype, config="default"):
 
 SAMPLES = {"n3-d4": {"n": 3, "d": 4}, "n1-d4": {"n": 1, "d": 4}}
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}
-CONFIGS = t.configs({}, ("opt",))
+CONFIGS = tc.configs({}, ("opt",))
 
 
 def test_permutable_needs_two_dims_of_size_above_one():
@@ -183,7 +186,7 @@ def test_with_layout_strides_incoming_gradients_together_or_skips():
 
 
 def test_cases_ids_and_permutation_choice():
-    got = _params(t.cases(SAMPLES, DTYPES, CONFIGS, _inputs))
+    got = _params(tc.cases(SAMPLES, DTYPES, CONFIGS, _inputs))
     fp32_n3 = [
         ("fp32-n3-d4-compact-default", "n3-d4", "fp32", "compact", "default"),
         ("fp32-n3-d4-compact-no_opt", "n3-d4", "fp32", "compact", "no_opt"),
@@ -216,7 +219,7 @@ def test_cases_stride_an_input_on_the_first_sample_that_gives_it():
         cu = torch.tensor([0, 2, 5]) if sample == "packed" else None
         return {"x": torch.zeros(5), "cu": cu}
 
-    got = [p.id for p in t.cases(samples, ["fp32", "bf16"], {"default": {}}, make)]
+    got = [p.id for p in tc.cases(samples, ["fp32", "bf16"], {"default": {}}, make)]
     assert [i for i in got if "strided" in i] == [
         "fp32-plain-strided-x-default",
         "fp32-packed-strided-cu-default",
@@ -225,7 +228,7 @@ def test_cases_stride_an_input_on_the_first_sample_that_gives_it():
 
 def test_cases_names_and_extra_layouts():
     got = _params(
-        t.cases({"n3-d4": SAMPLES["n3-d4"]}, ["fp32"], CONFIGS, _inputs, ("x",), [t.GRADS])
+        tc.cases({"n3-d4": SAMPLES["n3-d4"]}, ["fp32"], CONFIGS, _inputs, ("x",), [t.GRADS])
     )
     assert [g[3] for g in got] == [
         "compact",
@@ -237,10 +240,10 @@ def test_cases_names_and_extra_layouts():
 
 
 def test_default_cases_keep_compact_and_each_permuted_layout_by_default():
-    cases = t.cases(SAMPLES, DTYPES, CONFIGS, _inputs) + t.first_cases(
-        SAMPLES, DTYPES, CONFIGS, t.saved_layouts(["h"])
+    cases = tc.cases(SAMPLES, DTYPES, CONFIGS, _inputs) + tc.first_cases(
+        SAMPLES, DTYPES, CONFIGS, tc.saved_layouts(["h"])
     )
-    got = t.default_cases(cases)
+    got = tc.default_cases(cases)
     # Nothing is dropped: --full runs every case, in the same order.
     assert _params(got) == _params(cases)
     slow = [p.id for p in got if any(m.name == "slow" for m in p.marks)]
@@ -256,26 +259,26 @@ def test_default_cases_keep_compact_and_each_permuted_layout_by_default():
         "fp32-n3-d4-permuted-h-default",
     ]
     assert all("strided" in i or i.startswith("bf16") for i in slow), slow
-    assert t.default_cases([]) == []
+    assert tc.default_cases([]) == []
 
 
 def test_one_more_sample_or_dtype_is_one_more_block_of_cases():
     def unstrided(cases):
         return [p for p in cases if not p.values[2].startswith(t.STRIDED)]
 
-    base = len(unstrided(t.cases(SAMPLES, DTYPES, CONFIGS, _inputs)))
-    strided = len(t.cases(SAMPLES, DTYPES, CONFIGS, _inputs)) - base
+    base = len(unstrided(tc.cases(SAMPLES, DTYPES, CONFIGS, _inputs)))
+    strided = len(tc.cases(SAMPLES, DTYPES, CONFIGS, _inputs)) - base
     more = dict(DTYPES, fp16=torch.float16)
-    assert len(t.cases(SAMPLES, more, CONFIGS, _inputs)) == base * 3 // 2 + strided
+    assert len(tc.cases(SAMPLES, more, CONFIGS, _inputs)) == base * 3 // 2 + strided
     SAMPLES["n2-d2"] = {"n": 2, "d": 2}
     try:
-        assert len(t.cases(SAMPLES, DTYPES, CONFIGS, _inputs)) == base + 2 * 4 + strided
+        assert len(tc.cases(SAMPLES, DTYPES, CONFIGS, _inputs)) == base + 2 * 4 + strided
     finally:
         del SAMPLES["n2-d2"]
 
 
 def test_first_cases_and_saved_layouts():
-    got = _params(t.first_cases(SAMPLES, DTYPES, CONFIGS, t.saved_layouts(("h", "rstd"))))
+    got = _params(tc.first_cases(SAMPLES, DTYPES, CONFIGS, tc.saved_layouts(("h", "rstd"))))
     assert got == [
         ("fp32-n3-d4-permuted-h-default", "n3-d4", "fp32", "permuted-h", "default"),
         ("fp32-n3-d4-strided-h-default", "n3-d4", "fp32", "strided-h", "default"),
@@ -286,15 +289,15 @@ def test_first_cases_and_saved_layouts():
 
 def test_saved_cases_run_on_each_variant_value_and_skip_an_empty_saved_output():
     variants = {"save_states": (False, True), "kind": ("a", "b", "c")}
-    configs = t.configs(variants, ("opt",))
-    got = [p.id for p in t.saved_cases(SAMPLES, DTYPES, configs, ("h",), variants)]
+    configs = tc.configs(variants, ("opt",))
+    got = [p.id for p in tc.saved_cases(SAMPLES, DTYPES, configs, ("h",), variants)]
     assert got == [
         f"fp32-n3-d4-{lay}-h-{c}"
         for c in ("default", "save_statesTrue", "b", "c")
         for lay in ("permuted", "strided")
     ]
     assert all(c in configs for c in ("save_statesTrue", "b", "c"))
-    assert t.saved_cases(SAMPLES, DTYPES, configs, (), variants) == []
+    assert tc.saved_cases(SAMPLES, DTYPES, configs, (), variants) == []
     # A saved output the call left empty (chunk_gla's h without save_states) has no layout to
     # vary: the case is skipped, not run on a tensor that is not what its id says.
     args = {"h": torch.empty(0, 3, 4)}
@@ -305,14 +308,14 @@ def test_saved_cases_run_on_each_variant_value_and_skip_an_empty_saved_output():
 
 
 def test_compile_cases_every_config_on_the_first_sample_then_the_second():
-    got = [p.id for p in t.compile_cases(SAMPLES, CONFIGS)]
+    got = [p.id for p in tc.compile_cases(SAMPLES, CONFIGS)]
     assert got == ["n3-d4-default", "n3-d4-no_opt", "n1-d4-default"]
-    assert [p.id for p in t.compile_cases({"a": {}}, {"default": {}})] == ["a-default"]
+    assert [p.id for p in tc.compile_cases({"a": {}}, {"default": {}})] == ["a-default"]
 
 
 def test_varlen_samples_are_those_that_spell_out_offsets():
     samples = {"plain": {"B": 2}, "packed": {"B": 1, "cu": (0, 3, 5)}}
-    assert t.varlen_samples(samples, "cu") == ["packed"]
+    assert tc.varlen_samples(samples, "cu") == ["packed"]
 
 
 # --- rejects -------------------------------------------------------------------------------
@@ -325,7 +328,7 @@ def test_reject_cases_use_the_first_sample_giving_the_argument():
         return {"x": torch.zeros(2, 2), "cu": samples[sample].get("cu")}
 
     got = _params(
-        t.reject_cases(
+        tc.reject_cases(
             {"x": ("dtype-float64",), "cu": ("rank-plus-one",)},
             samples,
             "fp32",
@@ -338,7 +341,7 @@ def test_reject_cases_use_the_first_sample_giving_the_argument():
         ("cu-rank-plus-one", "packed", "cu", "rank-plus-one"),
     ]
     with pytest.raises(AssertionError, match="no sample gives 'y'"):
-        t.reject_cases({"y": ("value",)}, samples, "fp32", {"default": {}}, make)
+        tc.reject_cases({"y": ("value",)}, samples, "fp32", {"default": {}}, make)
 
 
 @pytest.mark.parametrize(
@@ -352,29 +355,29 @@ def test_reject_cases_use_the_first_sample_giving_the_argument():
     ],
 )
 def test_broken_tensors(how, check):
-    assert check(t.broken(torch.zeros(2, 3), how))
+    assert check(te.broken(torch.zeros(2, 3), how))
 
 
 def test_broken_values_and_unknown_ways():
-    assert t.broken(torch.zeros(2, dtype=torch.float64), "dtype-other").dtype == torch.float32
-    assert t.broken("softplus", "value") == "not-a-variant"
-    assert t.broken(64, "value") == -12345
+    assert te.broken(torch.zeros(2, dtype=torch.float64), "dtype-other").dtype == torch.float32
+    assert te.broken("softplus", "value") == "not-a-variant"
+    assert te.broken(64, "value") == -12345
     with pytest.raises(ValueError):
-        t.broken(torch.zeros(2), "sliced")
+        te.broken(torch.zeros(2), "sliced")
 
 
 def test_broken_scalars_take_a_value_of_another_type():
-    assert t.broken(0.5, "type-bool") is True
-    assert t.broken(None, "type-complex") == 1j  # replaces whatever the argument held
-    assert t.broken(False, "type-none") is None
-    assert t.broken((3, 4), "element-bool") == [True, 4]
-    assert t.broken([3, 4], "length") == [3, 4, 3]
+    assert te.broken(0.5, "type-bool") is True
+    assert te.broken(None, "type-complex") == 1j  # replaces whatever the argument held
+    assert te.broken(False, "type-none") is None
+    assert te.broken((3, 4), "element-bool") == [True, 4]
+    assert te.broken([3, 4], "length") == [3, 4, 3]
 
 
 def test_reject_cases_break_the_type_of_absent_scalars_on_the_first_sample():
     samples = {"first": {}, "second": {"scale": 0.5}}
     got = _params(
-        t.reject_cases(
+        tc.reject_cases(
             {"scale": ("type-bool",)},
             samples,
             "fp32",
@@ -392,19 +395,18 @@ def test_check_rejects_breaks_the_arity_flag_too():
         return q + k
 
     suite = _suite(fn, flag="flag", configs={"default": {"flag": True}})
-    suite.check_rejects("s", "default", "flag", "type-int", "op")
+    te.check_rejects(suite, "s", "default", "flag", "type-int", "op")
+    lenient = _suite(lambda q, k, flag: q + k, flag="flag", configs={"default": {"flag": True}})
     with pytest.raises(pytest.fail.Exception, match="DID NOT RAISE"):
-        _suite(
-            lambda q, k, flag: q + k, flag="flag", configs={"default": {"flag": True}}
-        ).check_rejects("s", "default", "flag", "type-int", "op")
+        te.check_rejects(lenient, "s", "default", "flag", "type-int", "op")
 
 
 def test_rejection_pattern_wants_the_argument_as_the_subject():
-    pattern = t.rejection_pattern("chunk_gla", "q")
+    pattern = te.rejection_pattern("chunk_gla", "q")
     assert re.match(pattern, "chunk_gla: q must have dtype bfloat16, float16 or float32, got x")
     assert not re.match(pattern, "chunk_gla: k must have the dtype of q (float64), got float32")
     assert not re.match(pattern, "chunk_gla: qk must be given")
-    assert not re.match(t.rejection_pattern("a.b", "x"), "aab: x must be 1")
+    assert not re.match(te.rejection_pattern("a.b", "x"), "aab: x must be 1")
 
 
 def _suite(fn, **overrides):
@@ -431,8 +433,8 @@ def test_check_rejects_fails_when_another_argument_takes_the_blame():
         return q + k
 
     with pytest.raises(AssertionError, match="Regex pattern did not match"):
-        _suite(fn).check_rejects("s", "default", "q", "dtype-float64", "op")
-    _suite(fn).check_rejects("s", "default", "k", "dtype-float64", "op")
+        te.check_rejects(_suite(fn), "s", "default", "q", "dtype-float64", "op")
+    te.check_rejects(_suite(fn), "s", "default", "k", "dtype-float64", "op")
 
 
 def test_check_gradients_fails_without_a_differentiable_input():

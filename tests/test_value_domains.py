@@ -14,6 +14,8 @@ from specs import CHUNK, replace
 
 from codegen.pipeline import generate, parse
 from codegen.runtime import testing as T
+from codegen.runtime import testing_cases as TC
+from codegen.runtime import testing_edges as TE
 from codegen.spec.errors import SpecError
 
 G = "      g: {shape: [B, T, H], dtypes: [float32]}"
@@ -125,7 +127,7 @@ def _tests_module(text: str) -> str:
 def test_generated_tests_hold_the_domains_and_their_test():
     tests = _tests_module(_g("init: logsigmoid, domain: [-.inf, 0]"))
     assert 'DOMAINS = {"g": ("-inf", "0.0")}' in tests
-    assert "_t.domain_cases(SAMPLES, DOMAINS, None, CONFIGS, VARIANTS)" in tests
+    assert "_tc.domain_cases(SAMPLES, DOMAINS, None, CONFIGS, VARIANTS)" in tests
     assert "def test_domain_edges_match_reference(sample, config, name, value):" in tests
     # logsigmoid draws inside [-inf, 0]: nothing is clamped.
     assert "into_domain" not in tests
@@ -153,13 +155,13 @@ def test_drawn_values_are_clamped_into_a_narrower_domain():
     ],
 )
 def test_edge_values(domain, values, bounds):
-    assert T.domain_values(domain) == values
-    assert T.domain_values(domain, bounds_only=True) == bounds
+    assert TC.domain_values(domain) == values
+    assert TC.domain_values(domain, bounds_only=True) == bounds
 
 
 def test_domain_cases_add_the_bounds_on_packed_samples():
     samples = {"a": {"T": 5}, "b": {"T": 9, "cu_seqlens": (0, 4, 9)}, "c": {"T": 7}}
-    ids = [p.id for p in T.domain_cases(samples, {"g": ("-inf", "0.0")}, "cu_seqlens")]
+    ids = [p.id for p in TC.domain_cases(samples, {"g": ("-inf", "0.0")}, "cu_seqlens")]
     assert ids == [
         "a-default-g=-inf",
         "a-default-g=-1e+10",
@@ -168,14 +170,14 @@ def test_domain_cases_add_the_bounds_on_packed_samples():
         "b-default-g=-inf",
         "b-default-g=0",
     ]
-    assert len(T.domain_cases(samples, {"g": ("-inf", "0.0")}, None)) == 4
+    assert len(TC.domain_cases(samples, {"g": ("-inf", "0.0")}, None)) == 4
 
 
 def test_domain_cases_try_the_bounds_of_each_variant():
-    configs = T.configs({"kind": ("a", "b")}, ["h0"], "flag")
-    cases = T.domain_cases({"s": {}}, {"g": ("-5.0", "0.0")}, None, configs, ("kind",))
+    configs = TC.configs({"kind": ("a", "b")}, ["h0"], "flag")
+    cases = TC.domain_cases({"s": {}}, {"g": ("-5.0", "0.0")}, None, configs, ("kind",))
     assert [p.id for p in cases] == ["s-default-g=-5", "s-default-g=0", "s-b-g=-5", "s-b-g=0"]
-    cases = T.domain_cases({"s": {}}, {"g": ("-inf", "0.0")}, None, configs, ("kind",))
+    cases = TC.domain_cases({"s": {}}, {"g": ("-inf", "0.0")}, None, configs, ("kind",))
     assert [p.id for p in cases][3:] == ["s-default-g=0", "s-b-g=-inf", "s-b-g=0"]
     assert {p.values[1] for p in cases} == {"default", "b"}
 
@@ -192,7 +194,7 @@ def test_domain_cases_try_the_bounds_of_each_variant():
 )
 def test_edge_positions(shape, dim, picked):
     x = torch.zeros(shape)
-    got = T.with_edge(x, -INF)
+    got = TE.with_edge(x, -INF)
     assert x.eq(0).all(), "the input is not modified"
     hit = got.isinf().movedim(dim, 0).reshape(shape[dim], -1)
     assert hit.all(1).nonzero().flatten().tolist() == picked
@@ -201,15 +203,15 @@ def test_edge_positions(shape, dim, picked):
 
 def test_comparison_at_the_edges():
     ref = torch.tensor([1.0, -INF, INF, math.nan])
-    T.assert_close_at_edge(torch.tensor([1.0, -INF, INF, 7.0]), ref, 0, 0, "y", True)
+    TE.assert_close_at_edge(torch.tensor([1.0, -INF, INF, 7.0]), ref, 0, 0, "y", True)
     with pytest.raises(AssertionError, match=r"y: 1 of 4 entries are not finite where the "):
-        T.assert_close_at_edge(torch.tensor([math.nan, -INF, INF, 0.0]), ref, 0, 0, "y", True)
+        TE.assert_close_at_edge(torch.tensor([math.nan, -INF, INF, 0.0]), ref, 0, 0, "y", True)
     with pytest.raises(AssertionError, match=r"not the reference's infinity \(first at \(2,\)"):
-        T.assert_close_at_edge(torch.tensor([1.0, -INF, -INF, 0.0]), ref, 0, 0, "y", True)
+        TE.assert_close_at_edge(torch.tensor([1.0, -INF, -INF, 0.0]), ref, 0, 0, "y", True)
     with pytest.raises(AssertionError, match="y: Tensor-likes are not (close|equal)"):
-        T.assert_close_at_edge(torch.tensor([1.5, -INF, INF, 0.0]), ref, 0, 0, "y", True)
+        TE.assert_close_at_edge(torch.tensor([1.5, -INF, INF, 0.0]), ref, 0, 0, "y", True)
     # Gradients: the reference's infinities are not compared.
-    T.assert_close_at_edge(torch.tensor([1.0, 0.0, math.nan, 0.0]), ref, 0, 0, "dy", False)
+    TE.assert_close_at_edge(torch.tensor([1.0, 0.0, math.nan, 0.0]), ref, 0, 0, "dy", False)
 
 
 # chunk_gla at the edges of g's domain, called directly: shapes the generated tests do not have.
@@ -239,9 +241,9 @@ def _chunk_gla_case(T_, cu, places, value, seed=0):
     ro, rht = R.chunk_gla_ref(*leaves[:4], None, leaves[4], True, cu_t)
     want = torch.autograd.grad((ro * do).sum() + (rht * dht).sum(), leaves)
     for name, got, ref in [("o", o, ro), ("final_state", ht, rht)]:
-        T.assert_close_at_edge(got, ref, 1e-4, 1e-4, name, True)
+        TE.assert_close_at_edge(got, ref, 1e-4, 1e-4, name, True)
     for name, got, ref in zip(["dq", "dk", "dv", "dg", "dh0"], grads, want, strict=True):
-        T.assert_close_at_edge(got, ref, 2e-4, 1e-4, name, False)
+        TE.assert_close_at_edge(got, ref, 2e-4, 1e-4, name, False)
 
 
 def test_chunk_gla_a_whole_chunk_of_resets():
@@ -310,16 +312,16 @@ def _suite(fn):
     )
 
 
-@pytest.mark.parametrize("value", T.domain_values(("-inf", "0.0")))
+@pytest.mark.parametrize("value", TC.domain_values(("-inf", "0.0")))
 def test_check_domain_edge_passes_a_kernel_that_holds_at_the_edges(value):
-    T.check_domain_edge(_suite(lambda x: _Twice.apply(x, False)), "s", "fp32", "x", value, True)
+    TE.check_domain_edge(_suite(lambda x: _Twice.apply(x, False)), "s", "fp32", "x", value, True)
 
 
 def test_check_domain_edge_fails_a_kernel_that_breaks_at_the_edges():
     forward_nan = _suite(lambda x: 2 * torch.exp(x) + 0 * x)
     with pytest.raises(AssertionError, match=r"twice with x = -inf: output y: 9 of 12 entries"):
-        T.check_domain_edge(forward_nan, "s", "fp32", "x", -INF, True)
+        TE.check_domain_edge(forward_nan, "s", "fp32", "x", -INF, True)
     backward_nan = _suite(lambda x: _Twice.apply(x, True))
-    T.check_domain_edge(backward_nan, "s", "fp32", "x", -1e10, True)
+    TE.check_domain_edge(backward_nan, "s", "fp32", "x", -1e10, True)
     with pytest.raises(AssertionError, match=r"twice with x = -inf: grad of x: 9 of 12 entries"):
-        T.check_domain_edge(backward_nan, "s", "fp32", "x", -INF, True)
+        TE.check_domain_edge(backward_nan, "s", "fp32", "x", -INF, True)

@@ -46,6 +46,8 @@ STATIC = {
     "{package}/_runtime.py": "runtime",
     "{package}/_layout.py": "layout",
     "{package}/_testing.py": "testing",
+    "{package}/_testing_cases.py": "testing_cases",
+    "{package}/_testing_edges.py": "testing_edges",
     "{package}/_testing_backends.py": "testing_backends",
     "{package}/_bench.py": "bench",
     "{package}/_warmup.py": "warmup",

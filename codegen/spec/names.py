@@ -83,6 +83,8 @@ GENERATED_LOCALS = frozenset(
         "_sample",
         "_shape",
         "_t",
+        "_tc",
+        "_te",
     }
 )
 ARGUMENT_RESERVED = RESERVED - {

@@ -10,7 +10,11 @@ import pytest
 import torch
 
 # Imported by name so that the import block is the same in any project's lint configuration.
+# _t: inputs, layouts, comparisons and the Suite; _tc: the case tables; _te: hostile inputs and
+# edge cases.
 _t = importlib.import_module("attnops._testing")
+_tc = importlib.import_module("attnops._testing_cases")
+_te = importlib.import_module("attnops._testing_edges")
 # The operator and its reference, bound to names no spec can give an operator: one named like a
 # name of this module (make_inputs, functools) neither shadows it nor is shadowed.
 _fn = importlib.import_module("attnops").block_mask_worklist
@@ -37,8 +41,8 @@ GRAD_TOLERANCE = {
 VARIANTS = {}
 OPTIONAL = ()
 FLAG = None
-CONFIGS = _t.configs(VARIANTS, OPTIONAL, FLAG)
-# How test_rejects_invalid_arguments breaks each argument (see _t.broken).
+CONFIGS = _tc.configs(VARIANTS, OPTIONAL, FLAG)
+# How test_rejects_invalid_arguments breaks each argument (see _te.broken).
 REJECTS = {
     "mask": ("dtype-float64", "rank-plus-one"),
 }
@@ -73,7 +77,7 @@ def make_inputs(_sample: str, _dtype: str, _config: str = "default"):
 # (sample, dtype, layout, config): every configuration on compact inputs, and one
 # "permuted-<input>" layout per input that can be given a dense permuted layout; on the first
 # sample and dtype one "strided-<input>" layout per input (stride 2 in its last dim of size > 1).
-CASES = _t.cases(SAMPLES, DTYPES, CONFIGS, make_inputs)
+CASES = _tc.cases(SAMPLES, DTYPES, CONFIGS, make_inputs)
 SUITE = _t.Suite(
     op="block_mask_worklist",
     fn=_fn,
@@ -92,7 +96,7 @@ SUITE = _t.Suite(
 )
 
 
-@pytest.mark.parametrize("sample, dtype, layout, config", _t.default_cases(CASES))
+@pytest.mark.parametrize("sample, dtype, layout, config", _tc.default_cases(CASES))
 def test_opcheck_forward(sample, dtype, layout, config):
     inputs = SUITE.inputs(sample, dtype, layout, config)
     op = _fwd
@@ -105,10 +109,11 @@ def test_forward_matches_reference(sample, dtype, layout, config):
 
 
 @pytest.mark.parametrize(
-    "sample, name, how", _t.reject_cases(REJECTS, SAMPLES, next(iter(DTYPES)), CONFIGS, make_inputs)
+    "sample, name, how",
+    _tc.reject_cases(REJECTS, SAMPLES, next(iter(DTYPES)), CONFIGS, make_inputs),
 )
 def test_rejects_invalid_arguments(sample, name, how):
-    SUITE.check_rejects(sample, "default", name, how, "block_mask_worklist")
+    _te.check_rejects(SUITE, sample, "default", name, how, "block_mask_worklist")
 
 
 # Each dim of the first sample set to 0 (for '...': its first leading dim): computed as the
@@ -120,10 +125,10 @@ ZERO_SIZES = {"B": "computed", "H": "computed", "QB": "computed", "KB": "compute
 def test_zero_sizes(dim):
     sample = next(iter(SAMPLES))
     if ZERO_SIZES[dim] == "computed":
-        _t.check_zero_size(SUITE, SAMPLES, sample, dim, False)
+        _te.check_zero_size(SUITE, SAMPLES, sample, dim, False)
     else:
         with pytest.raises(ValueError, match="^block_mask_worklist: "):
-            _t.check_zero_size(SUITE, SAMPLES, sample, dim, False)
+            _te.check_zero_size(SUITE, SAMPLES, sample, dim, False)
 
 
 @pytest.mark.parametrize("device", ("cuda", "cpu"))
@@ -134,7 +139,7 @@ def test_accepts_each_listed_device(device):
         pytest.skip("Triton launchers run on CPU tensors only under TRITON_INTERPRET=1")
     inputs = make_inputs(next(iter(SAMPLES)), next(iter(DTYPES)))
     flags = {FLAG: False} if FLAG else {}
-    _t.check_device(_fn, inputs, flags, device)
+    _te.check_device(_fn, inputs, flags, device)
 
 
 @functools.cache
@@ -143,7 +148,7 @@ def _compiled(dynamic: bool):
 
 
 @pytest.mark.parametrize("dynamic", [False, True], ids=["static", "dynamic"])
-@pytest.mark.parametrize("sample, config", _t.compile_cases(SAMPLES, CONFIGS))
+@pytest.mark.parametrize("sample, config", _tc.compile_cases(SAMPLES, CONFIGS))
 def test_compile_fullgraph(sample, config, dynamic):
     # Each configuration specializes a graph of the same function: allow that many recompiles.
     limits = {"recompile_limit": 4 * len(CONFIGS) + 8}
@@ -157,14 +162,14 @@ def test_compile_fullgraph(sample, config, dynamic):
 DIRECT_BINDINGS = ("_block_mask_worklist_fwd",)
 
 
-@pytest.mark.parametrize("sample, dtype, layout, config", _t.default_cases(CASES))
+@pytest.mark.parametrize("sample, dtype, layout, config", _tc.default_cases(CASES))
 def test_eager_fast_path_matches_dispatcher(sample, dtype, layout, config):
-    _t.check_eager_fast_path(
+    _te.check_eager_fast_path(
         SUITE, "attnops.block_mask_worklist", DIRECT_BINDINGS, sample, dtype, layout, config, False
     )
 
 
 def test_dispatcher_runs_under_modes_and_profiler():
-    _t.check_dispatcher_visible(
+    _te.check_dispatcher_visible(
         SUITE, ("attnops::block_mask_worklist_fwd",), next(iter(SAMPLES)), next(iter(DTYPES))
     )

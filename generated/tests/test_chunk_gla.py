@@ -10,7 +10,11 @@ import pytest
 import torch
 
 # Imported by name so that the import block is the same in any project's lint configuration.
+# _t: inputs, layouts, comparisons and the Suite; _tc: the case tables; _te: hostile inputs and
+# edge cases.
 _t = importlib.import_module("attnops._testing")
+_tc = importlib.import_module("attnops._testing_cases")
+_te = importlib.import_module("attnops._testing_edges")
 # The operator and its reference, bound to names no spec can give an operator: one named like a
 # name of this module (make_inputs, functools) neither shadows it nor is shadowed.
 _fn = importlib.import_module("attnops").chunk_gla
@@ -49,8 +53,8 @@ GRAD_TOLERANCE = {
 VARIANTS = {"save_states": (False, True)}
 OPTIONAL = ("initial_state",)
 FLAG = "output_final_state"
-CONFIGS = _t.configs(VARIANTS, OPTIONAL, FLAG)
-# How test_rejects_invalid_arguments breaks each argument (see _t.broken).
+CONFIGS = _tc.configs(VARIANTS, OPTIONAL, FLAG)
+# How test_rejects_invalid_arguments breaks each argument (see _te.broken).
 REJECTS = {
     "q": ("dtype-float64", "rank-plus-one"),
     "k": ("dtype-other", "rank-plus-one"),
@@ -137,7 +141,7 @@ def backward_args(inputs: dict, config: str, gen: torch.Generator) -> dict:
 # (sample, dtype, layout, config): every configuration on compact inputs, and one
 # "permuted-<input>" layout per input that can be given a dense permuted layout; on the first
 # sample and dtype one "strided-<input>" layout per input (stride 2 in its last dim of size > 1).
-CASES = _t.cases(SAMPLES, DTYPES, CONFIGS, make_inputs)
+CASES = _tc.cases(SAMPLES, DTYPES, CONFIGS, make_inputs)
 SUITE = _t.Suite(
     op="chunk_gla",
     fn=_fn,
@@ -156,7 +160,7 @@ SUITE = _t.Suite(
 )
 
 
-@pytest.mark.parametrize("sample, dtype, layout, config", _t.default_cases(CASES))
+@pytest.mark.parametrize("sample, dtype, layout, config", _tc.default_cases(CASES))
 def test_opcheck_forward(sample, dtype, layout, config):
     inputs = SUITE.inputs(sample, dtype, layout, config)
     op = _fwd_pair if CONFIGS[config][FLAG] else _fwd
@@ -165,19 +169,20 @@ def test_opcheck_forward(sample, dtype, layout, config):
 
 # The backward's own layouts: each forward input it takes permuted (and strided) alone, then its
 # incoming gradients permuted together; on the first sample and dtype also each saved output
-# permuted and strided alone (on the default configuration and each other variant value), and
-# the incoming gradients strided together.
+# permuted and strided alone, and the incoming gradients strided together.
 BACKWARD_INPUTS = ("q", "k", "v", "g", "initial_state", "cu_seqlens")
 INCOMING_GRADS = ("grad_output", "grad_final_state")
 SAVED_OUTPUTS = ("h",)
 BACKWARD_CASES = (
-    _t.cases(SAMPLES, DTYPES, CONFIGS, make_inputs, names=BACKWARD_INPUTS, extra_layouts=[_t.GRADS])
-    + _t.saved_cases(SAMPLES, DTYPES, CONFIGS, SAVED_OUTPUTS, VARIANTS)
-    + _t.first_cases(SAMPLES, DTYPES, CONFIGS, [_t.STRIDED_GRADS])
+    _tc.cases(
+        SAMPLES, DTYPES, CONFIGS, make_inputs, names=BACKWARD_INPUTS, extra_layouts=[_t.GRADS]
+    )
+    + _tc.saved_cases(SAMPLES, DTYPES, CONFIGS, SAVED_OUTPUTS, VARIANTS)
+    + _tc.first_cases(SAMPLES, DTYPES, CONFIGS, [_t.STRIDED_GRADS])
 )
 
 
-@pytest.mark.parametrize("sample, dtype, layout, config", _t.default_cases(BACKWARD_CASES))
+@pytest.mark.parametrize("sample, dtype, layout, config", _tc.default_cases(BACKWARD_CASES))
 def test_opcheck_backward(sample, dtype, layout, config):
     inputs = make_inputs(sample, dtype, config)
     args = backward_args(inputs, config, torch.Generator().manual_seed(SEED + 1))
@@ -190,7 +195,7 @@ def test_opcheck_backward(sample, dtype, layout, config):
 # return what it returns on the compact one.
 @pytest.mark.parametrize(
     "sample, dtype, layout, config",
-    _t.saved_cases(SAMPLES, DTYPES, CONFIGS, SAVED_OUTPUTS, VARIANTS),
+    _tc.saved_cases(SAMPLES, DTYPES, CONFIGS, SAVED_OUTPUTS, VARIANTS),
 )
 def test_backward_saved_layouts_match_compact(sample, dtype, layout, config):
     inputs = make_inputs(sample, dtype, config)
@@ -205,14 +210,15 @@ def test_forward_matches_reference(sample, dtype, layout, config):
 
 
 @pytest.mark.parametrize(
-    "sample, name, how", _t.reject_cases(REJECTS, SAMPLES, next(iter(DTYPES)), CONFIGS, make_inputs)
+    "sample, name, how",
+    _tc.reject_cases(REJECTS, SAMPLES, next(iter(DTYPES)), CONFIGS, make_inputs),
 )
 def test_rejects_invalid_arguments(sample, name, how):
-    SUITE.check_rejects(sample, "default", name, how, "chunk_gla")
+    _te.check_rejects(SUITE, sample, "default", name, how, "chunk_gla")
 
 
 # The incoming gradients permuted, then strided, on the first sample and dtype.
-GRADIENT_CASES = CASES + _t.first_cases(SAMPLES, DTYPES, CONFIGS, _t.GRAD_LAYOUTS)
+GRADIENT_CASES = CASES + _tc.first_cases(SAMPLES, DTYPES, CONFIGS, _t.GRAD_LAYOUTS)
 
 
 @pytest.mark.parametrize("sample, dtype, layout, config", GRADIENT_CASES)
@@ -220,7 +226,7 @@ def test_gradients_match_reference(sample, dtype, layout, config):
     SUITE.check_gradients(sample, dtype, layout, config)
 
 
-@pytest.mark.parametrize("sample", _t.varlen_samples(SAMPLES, OFFSETS))
+@pytest.mark.parametrize("sample", _tc.varlen_samples(SAMPLES, OFFSETS))
 @pytest.mark.parametrize("config", list(CONFIGS))
 def test_packed_varlen_matches_per_sequence(sample, config):
     SUITE.check_varlen(sample, config, "fp32", OFFSETS, PACKED_DIM, PER_SEQUENCE)
@@ -231,25 +237,25 @@ def test_packed_varlen_matches_per_sequence(sample, config):
 # first dtype: every boundary value on the first sample and the default configuration, the
 # bounds alone on each other variant value and each sample that spells out offsets.
 DOMAINS = {"g": ("-inf", "0.0")}
-DOMAIN_CASES = _t.domain_cases(SAMPLES, DOMAINS, "cu_seqlens", CONFIGS, VARIANTS)
+DOMAIN_CASES = _tc.domain_cases(SAMPLES, DOMAINS, "cu_seqlens", CONFIGS, VARIANTS)
 
 
 @pytest.mark.parametrize("sample, config, name, value", DOMAIN_CASES)
 def test_domain_edges_match_reference(sample, config, name, value):
-    _t.check_domain_edge(SUITE, sample, next(iter(DTYPES)), name, value, True, config)
+    _te.check_domain_edge(SUITE, sample, next(iter(DTYPES)), name, value, True, config)
 
 
 def malformed_offsets_outcomes(sample: str) -> list[str]:
     """Run in a child process by test_rejects_malformed_offsets."""
     inputs = make_inputs(sample, next(iter(DTYPES)))
     flags = {FLAG: False} if FLAG else {}
-    return _t.offsets_outcomes(_fn, inputs, "cu_seqlens", flags)
+    return _te.offsets_outcomes(_fn, inputs, "cu_seqlens", flags)
 
 
-@pytest.mark.parametrize("sample", _t.varlen_samples(SAMPLES, "cu_seqlens"))
+@pytest.mark.parametrize("sample", _tc.varlen_samples(SAMPLES, "cu_seqlens"))
 def test_rejects_malformed_offsets(sample):
-    lines = _t.run_isolated(__file__, "malformed_offsets_outcomes", sample)
-    _t.check_offsets_refused(lines, "chunk_gla", "cu_seqlens")
+    lines = _te.run_isolated(__file__, "malformed_offsets_outcomes", sample)
+    _te.check_offsets_refused(lines, "chunk_gla", "cu_seqlens")
 
 
 # Each dim of the first sample set to 0 (for '...': its first leading dim): computed as the
@@ -261,10 +267,10 @@ ZERO_SIZES = {"B": "computed", "T": "computed", "H": "computed", "K": "refused",
 def test_zero_sizes(dim):
     sample = next(iter(SAMPLES))
     if ZERO_SIZES[dim] == "computed":
-        _t.check_zero_size(SUITE, SAMPLES, sample, dim, True)
+        _te.check_zero_size(SUITE, SAMPLES, sample, dim, True)
     else:
         with pytest.raises(ValueError, match="^chunk_gla: "):
-            _t.check_zero_size(SUITE, SAMPLES, sample, dim, False)
+            _te.check_zero_size(SUITE, SAMPLES, sample, dim, False)
 
 
 @pytest.mark.parametrize("device", ("cuda", "cpu", "meta"))
@@ -275,7 +281,7 @@ def test_accepts_each_listed_device(device):
         pytest.skip("Triton launchers run on CPU tensors only under TRITON_INTERPRET=1")
     inputs = make_inputs(next(iter(SAMPLES)), next(iter(DTYPES)))
     flags = {FLAG: False} if FLAG else {}
-    _t.check_device(_fn, inputs, flags, device)
+    _te.check_device(_fn, inputs, flags, device)
 
 
 @functools.cache
@@ -284,7 +290,7 @@ def _compiled(dynamic: bool):
 
 
 @pytest.mark.parametrize("dynamic", [False, True], ids=["static", "dynamic"])
-@pytest.mark.parametrize("sample, config", _t.compile_cases(SAMPLES, CONFIGS))
+@pytest.mark.parametrize("sample, config", _tc.compile_cases(SAMPLES, CONFIGS))
 def test_compile_fullgraph(sample, config, dynamic):
     # Each configuration specializes a graph of the same function: allow that many recompiles.
     limits = {"recompile_limit": 4 * len(CONFIGS) + 8}
@@ -303,15 +309,15 @@ def test_cuda_graph_replay_matches_eager(config):
 DIRECT_BINDINGS = ("_chunk_gla_fwd", "_chunk_gla_fwd_with_state", "_chunk_gla_bwd")
 
 
-@pytest.mark.parametrize("sample, dtype, layout, config", _t.default_cases(CASES))
+@pytest.mark.parametrize("sample, dtype, layout, config", _tc.default_cases(CASES))
 def test_eager_fast_path_matches_dispatcher(sample, dtype, layout, config):
-    _t.check_eager_fast_path(
+    _te.check_eager_fast_path(
         SUITE, "attnops.chunk_gla", DIRECT_BINDINGS, sample, dtype, layout, config, True
     )
 
 
 def test_dispatcher_runs_under_modes_and_profiler():
-    _t.check_dispatcher_visible(
+    _te.check_dispatcher_visible(
         SUITE,
         ("attnops::chunk_gla_fwd", "attnops::chunk_gla_fwd_with_state"),
         next(iter(SAMPLES)),

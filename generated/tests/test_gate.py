@@ -10,7 +10,11 @@ import pytest
 import torch
 
 # Imported by name so that the import block is the same in any project's lint configuration.
+# _t: inputs, layouts, comparisons and the Suite; _tc: the case tables; _te: hostile inputs and
+# edge cases.
 _t = importlib.import_module("attnops._testing")
+_tc = importlib.import_module("attnops._testing_cases")
+_te = importlib.import_module("attnops._testing_edges")
 # The operator and its reference, bound to names no spec can give an operator: one named like a
 # name of this module (make_inputs, functools) neither shadows it nor is shadowed.
 _fn = importlib.import_module("attnops").gate
@@ -48,8 +52,8 @@ GRAD_TOLERANCE = {
 VARIANTS = {"kind": ("softplus", "lower_bound")}
 OPTIONAL = ("A_log", "dt_bias")
 FLAG = None
-CONFIGS = _t.configs(VARIANTS, OPTIONAL, FLAG)
-# How test_rejects_invalid_arguments breaks each argument (see _t.broken).
+CONFIGS = _tc.configs(VARIANTS, OPTIONAL, FLAG)
+# How test_rejects_invalid_arguments breaks each argument (see _te.broken).
 REJECTS = {
     "g": ("dtype-float64", "rank-one"),
     "A_log": ("dtype-float64", "rank-plus-one"),
@@ -106,7 +110,7 @@ def backward_args(inputs: dict, config: str, gen: torch.Generator) -> dict:
 # (sample, dtype, layout, config): every configuration on compact inputs, and one
 # "permuted-<input>" layout per input that can be given a dense permuted layout; on the first
 # sample and dtype one "strided-<input>" layout per input (stride 2 in its last dim of size > 1).
-CASES = _t.cases(SAMPLES, DTYPES, CONFIGS, make_inputs)
+CASES = _tc.cases(SAMPLES, DTYPES, CONFIGS, make_inputs)
 SUITE = _t.Suite(
     op="gate",
     fn=_fn,
@@ -125,7 +129,7 @@ SUITE = _t.Suite(
 )
 
 
-@pytest.mark.parametrize("sample, dtype, layout, config", _t.default_cases(CASES))
+@pytest.mark.parametrize("sample, dtype, layout, config", _tc.default_cases(CASES))
 def test_opcheck_forward(sample, dtype, layout, config):
     if FAKE_UNSUPPORTED:
         pytest.skip(FAKE_SKIP_REASON)
@@ -136,19 +140,20 @@ def test_opcheck_forward(sample, dtype, layout, config):
 
 # The backward's own layouts: each forward input it takes permuted (and strided) alone, then its
 # incoming gradients permuted together; on the first sample and dtype also each saved output
-# permuted and strided alone (on the default configuration and each other variant value), and
-# the incoming gradients strided together.
+# permuted and strided alone, and the incoming gradients strided together.
 BACKWARD_INPUTS = ("g", "A_log", "dt_bias")
 INCOMING_GRADS = ("grad_out",)
 SAVED_OUTPUTS = ()
 BACKWARD_CASES = (
-    _t.cases(SAMPLES, DTYPES, CONFIGS, make_inputs, names=BACKWARD_INPUTS, extra_layouts=[_t.GRADS])
-    + _t.saved_cases(SAMPLES, DTYPES, CONFIGS, SAVED_OUTPUTS, VARIANTS)
-    + _t.first_cases(SAMPLES, DTYPES, CONFIGS, [_t.STRIDED_GRADS])
+    _tc.cases(
+        SAMPLES, DTYPES, CONFIGS, make_inputs, names=BACKWARD_INPUTS, extra_layouts=[_t.GRADS]
+    )
+    + _tc.saved_cases(SAMPLES, DTYPES, CONFIGS, SAVED_OUTPUTS, VARIANTS)
+    + _tc.first_cases(SAMPLES, DTYPES, CONFIGS, [_t.STRIDED_GRADS])
 )
 
 
-@pytest.mark.parametrize("sample, dtype, layout, config", _t.default_cases(BACKWARD_CASES))
+@pytest.mark.parametrize("sample, dtype, layout, config", _tc.default_cases(BACKWARD_CASES))
 def test_opcheck_backward(sample, dtype, layout, config):
     if FAKE_UNSUPPORTED:
         pytest.skip(FAKE_SKIP_REASON)
@@ -164,14 +169,15 @@ def test_forward_matches_reference(sample, dtype, layout, config):
 
 
 @pytest.mark.parametrize(
-    "sample, name, how", _t.reject_cases(REJECTS, SAMPLES, next(iter(DTYPES)), CONFIGS, make_inputs)
+    "sample, name, how",
+    _tc.reject_cases(REJECTS, SAMPLES, next(iter(DTYPES)), CONFIGS, make_inputs),
 )
 def test_rejects_invalid_arguments(sample, name, how):
-    SUITE.check_rejects(sample, "default", name, how, "gate")
+    _te.check_rejects(SUITE, sample, "default", name, how, "gate")
 
 
 # The incoming gradients permuted, then strided, on the first sample and dtype.
-GRADIENT_CASES = CASES + _t.first_cases(SAMPLES, DTYPES, CONFIGS, _t.GRAD_LAYOUTS)
+GRADIENT_CASES = CASES + _tc.first_cases(SAMPLES, DTYPES, CONFIGS, _t.GRAD_LAYOUTS)
 
 
 @pytest.mark.parametrize("sample, dtype, layout, config", GRADIENT_CASES)
@@ -184,12 +190,12 @@ def test_gradients_match_reference(sample, dtype, layout, config):
 # first dtype: every boundary value on the first sample and the default configuration, the
 # bounds alone on each other variant value and each sample that spells out offsets.
 DOMAINS = {"g": ("-inf", "inf")}
-DOMAIN_CASES = _t.domain_cases(SAMPLES, DOMAINS, None, CONFIGS, VARIANTS)
+DOMAIN_CASES = _tc.domain_cases(SAMPLES, DOMAINS, None, CONFIGS, VARIANTS)
 
 
 @pytest.mark.parametrize("sample, config, name, value", DOMAIN_CASES)
 def test_domain_edges_match_reference(sample, config, name, value):
-    _t.check_domain_edge(SUITE, sample, next(iter(DTYPES)), name, value, True, config)
+    _te.check_domain_edge(SUITE, sample, next(iter(DTYPES)), name, value, True, config)
 
 
 # Each dim of the first sample set to 0 (for '...': its first leading dim): computed as the
@@ -201,10 +207,10 @@ ZERO_SIZES = {"H": "computed", "K": "computed", "batch": "computed"}
 def test_zero_sizes(dim):
     sample = next(iter(SAMPLES))
     if ZERO_SIZES[dim] == "computed":
-        _t.check_zero_size(SUITE, SAMPLES, sample, dim, True)
+        _te.check_zero_size(SUITE, SAMPLES, sample, dim, True)
     else:
         with pytest.raises(ValueError, match="^gate: "):
-            _t.check_zero_size(SUITE, SAMPLES, sample, dim, False)
+            _te.check_zero_size(SUITE, SAMPLES, sample, dim, False)
 
 
 @pytest.mark.parametrize("device", ("cuda", "cpu"))
@@ -215,7 +221,7 @@ def test_accepts_each_listed_device(device):
         pytest.skip("Triton launchers run on CPU tensors only under TRITON_INTERPRET=1")
     inputs = make_inputs(next(iter(SAMPLES)), next(iter(DTYPES)))
     flags = {FLAG: False} if FLAG else {}
-    _t.check_device(_fn, inputs, flags, device)
+    _te.check_device(_fn, inputs, flags, device)
 
 
 @functools.cache
@@ -224,7 +230,7 @@ def _compiled(dynamic: bool):
 
 
 @pytest.mark.parametrize("dynamic", [False, True], ids=["static", "dynamic"])
-@pytest.mark.parametrize("sample, config", _t.compile_cases(SAMPLES, CONFIGS))
+@pytest.mark.parametrize("sample, config", _tc.compile_cases(SAMPLES, CONFIGS))
 def test_compile_fullgraph(sample, config, dynamic):
     if FAKE_UNSUPPORTED:
         pytest.skip(FAKE_SKIP_REASON)
@@ -245,14 +251,14 @@ def test_cuda_graph_replay_matches_eager(config):
 DIRECT_BINDINGS = ("_gate_fwd", "_gate_bwd")
 
 
-@pytest.mark.parametrize("sample, dtype, layout, config", _t.default_cases(CASES))
+@pytest.mark.parametrize("sample, dtype, layout, config", _tc.default_cases(CASES))
 def test_eager_fast_path_matches_dispatcher(sample, dtype, layout, config):
-    _t.check_eager_fast_path(
+    _te.check_eager_fast_path(
         SUITE, "attnops.gate", DIRECT_BINDINGS, sample, dtype, layout, config, True
     )
 
 
 def test_dispatcher_runs_under_modes_and_profiler():
-    _t.check_dispatcher_visible(
+    _te.check_dispatcher_visible(
         SUITE, ("attnops::gate_fwd",), next(iter(SAMPLES)), next(iter(DTYPES))
     )

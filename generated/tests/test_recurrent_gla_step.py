@@ -10,7 +10,11 @@ import pytest
 import torch
 
 # Imported by name so that the import block is the same in any project's lint configuration.
+# _t: inputs, layouts, comparisons and the Suite; _tc: the case tables; _te: hostile inputs and
+# edge cases.
 _t = importlib.import_module("attnops._testing")
+_tc = importlib.import_module("attnops._testing_cases")
+_te = importlib.import_module("attnops._testing_edges")
 # The operator and its reference, bound to names no spec can give an operator: one named like a
 # name of this module (make_inputs, functools) neither shadows it nor is shadowed.
 _fn = importlib.import_module("attnops").recurrent_gla_step
@@ -43,8 +47,8 @@ GRAD_TOLERANCE = {
 VARIANTS = {}
 OPTIONAL = ()
 FLAG = None
-CONFIGS = _t.configs(VARIANTS, OPTIONAL, FLAG)
-# How test_rejects_invalid_arguments breaks each argument (see _t.broken).
+CONFIGS = _tc.configs(VARIANTS, OPTIONAL, FLAG)
+# How test_rejects_invalid_arguments breaks each argument (see _te.broken).
 REJECTS = {
     "state": ("dtype-float64", "rank-plus-one"),
     "q": ("dtype-float64", "rank-plus-one"),
@@ -93,7 +97,7 @@ def make_inputs(_sample: str, _dtype: str, _config: str = "default"):
 # (sample, dtype, layout, config): every configuration on compact inputs, and one
 # "permuted-<input>" layout per input that can be given a dense permuted layout; on the first
 # sample and dtype one "strided-<input>" layout per input (stride 2 in its last dim of size > 1).
-CASES = _t.cases(SAMPLES, DTYPES, CONFIGS, make_inputs)
+CASES = _tc.cases(SAMPLES, DTYPES, CONFIGS, make_inputs)
 SUITE = _t.Suite(
     op="recurrent_gla_step",
     fn=_fn,
@@ -112,7 +116,7 @@ SUITE = _t.Suite(
 )
 
 
-@pytest.mark.parametrize("sample, dtype, layout, config", _t.default_cases(CASES))
+@pytest.mark.parametrize("sample, dtype, layout, config", _tc.default_cases(CASES))
 def test_opcheck_forward(sample, dtype, layout, config):
     inputs = SUITE.inputs(sample, dtype, layout, config)
     op = _fwd
@@ -125,10 +129,11 @@ def test_forward_matches_reference(sample, dtype, layout, config):
 
 
 @pytest.mark.parametrize(
-    "sample, name, how", _t.reject_cases(REJECTS, SAMPLES, next(iter(DTYPES)), CONFIGS, make_inputs)
+    "sample, name, how",
+    _tc.reject_cases(REJECTS, SAMPLES, next(iter(DTYPES)), CONFIGS, make_inputs),
 )
 def test_rejects_invalid_arguments(sample, name, how):
-    SUITE.check_rejects(sample, "default", name, how, "recurrent_gla_step")
+    _te.check_rejects(SUITE, sample, "default", name, how, "recurrent_gla_step")
 
 
 # Declared value domains (docs/spec.md, "Value domains"): each boundary value of an input placed
@@ -136,20 +141,20 @@ def test_rejects_invalid_arguments(sample, name, how):
 # first dtype: every boundary value on the first sample and the default configuration, the
 # bounds alone on each other variant value and each sample that spells out offsets.
 DOMAINS = {"g": ("-inf", "0.0")}
-DOMAIN_CASES = _t.domain_cases(SAMPLES, DOMAINS, None, CONFIGS, VARIANTS)
+DOMAIN_CASES = _tc.domain_cases(SAMPLES, DOMAINS, None, CONFIGS, VARIANTS)
 
 
 @pytest.mark.parametrize("sample, config, name, value", DOMAIN_CASES)
 def test_domain_edges_match_reference(sample, config, name, value):
-    _t.check_domain_edge(SUITE, sample, next(iter(DTYPES)), name, value, False, config)
+    _te.check_domain_edge(SUITE, sample, next(iter(DTYPES)), name, value, False, config)
 
 
 @pytest.mark.parametrize("name", MUTATED)
 def test_rejects_unsafe_mutation(name):
     inputs = make_inputs(next(iter(SAMPLES)), next(iter(DTYPES)))
     others = [k for k, v in inputs.items() if k != name and isinstance(v, torch.Tensor)]
-    cases = _t.aliased_mutations(inputs, name, others)
-    _t.check_mutation_refused(
+    cases = _te.aliased_mutations(inputs, name, others)
+    _te.check_mutation_refused(
         lambda bad: SUITE.call(_fn, bad, "default"), "recurrent_gla_step", name, cases
     )
 
@@ -172,10 +177,10 @@ ZERO_SIZES = {"B": "computed", "H": "computed", "K": "computed", "V": "computed"
 def test_zero_sizes(dim):
     sample = next(iter(SAMPLES))
     if ZERO_SIZES[dim] == "computed":
-        _t.check_zero_size(SUITE, SAMPLES, sample, dim, False)
+        _te.check_zero_size(SUITE, SAMPLES, sample, dim, False)
     else:
         with pytest.raises(ValueError, match="^recurrent_gla_step: "):
-            _t.check_zero_size(SUITE, SAMPLES, sample, dim, False)
+            _te.check_zero_size(SUITE, SAMPLES, sample, dim, False)
 
 
 @pytest.mark.parametrize("device", ("cuda", "cpu", "meta"))
@@ -186,7 +191,7 @@ def test_accepts_each_listed_device(device):
         pytest.skip("Triton launchers run on CPU tensors only under TRITON_INTERPRET=1")
     inputs = make_inputs(next(iter(SAMPLES)), next(iter(DTYPES)))
     flags = {FLAG: False} if FLAG else {}
-    _t.check_device(_fn, inputs, flags, device)
+    _te.check_device(_fn, inputs, flags, device)
 
 
 @functools.cache
@@ -195,7 +200,7 @@ def _compiled(dynamic: bool):
 
 
 @pytest.mark.parametrize("dynamic", [False, True], ids=["static", "dynamic"])
-@pytest.mark.parametrize("sample, config", _t.compile_cases(SAMPLES, CONFIGS))
+@pytest.mark.parametrize("sample, config", _tc.compile_cases(SAMPLES, CONFIGS))
 def test_compile_fullgraph(sample, config, dynamic):
     # Each configuration specializes a graph of the same function: allow that many recompiles.
     limits = {"recompile_limit": 4 * len(CONFIGS) + 8}
@@ -214,14 +219,14 @@ def test_cuda_graph_replay_matches_eager(config):
 DIRECT_BINDINGS = ("_recurrent_gla_step_fwd",)
 
 
-@pytest.mark.parametrize("sample, dtype, layout, config", _t.default_cases(CASES))
+@pytest.mark.parametrize("sample, dtype, layout, config", _tc.default_cases(CASES))
 def test_eager_fast_path_matches_dispatcher(sample, dtype, layout, config):
-    _t.check_eager_fast_path(
+    _te.check_eager_fast_path(
         SUITE, "attnops.recurrent_gla_step", DIRECT_BINDINGS, sample, dtype, layout, config, False
     )
 
 
 def test_dispatcher_runs_under_modes_and_profiler():
-    _t.check_dispatcher_visible(
+    _te.check_dispatcher_visible(
         SUITE, ("attnops::recurrent_gla_step_fwd",), next(iter(SAMPLES)), next(iter(DTYPES))
     )

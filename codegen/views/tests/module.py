@@ -5,8 +5,8 @@ here.
 
 The module holds data (samples, dtypes, tolerances, configuration axes, ways to break each
 argument) and two small builders (the public function's inputs, the backward's arguments);
-``codegen/runtime/testing.py`` turns the tables into pytest cases at import time. Values from
-the spec stay Python values here; the partials write them with the ``py`` filter.
+``codegen/runtime/testing_cases.py`` turns the tables into pytest cases at import time. Values
+from the spec stay Python values here; the partials write them with the ``py`` filter.
 """
 
 from __future__ import annotations

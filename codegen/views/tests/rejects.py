@@ -10,7 +10,7 @@ from ...resolve.resolved import ResolvedOp
 from .common import OpTests
 
 WRONG_DTYPES = ("float64", "int32", "bool")
-# Values of a wrong type for each scalar schema type, as ``_t.broken`` spells them
+# Values of a wrong type for each scalar schema type, as ``_te.broken`` spells them
 # (``type-bool`` is True): mostly values the dispatcher would take and reinterpret (True as 1,
 # 1 as torch.int8, None as False). The first also breaks the elements of a list of that type.
 WRONG_SCALARS = {
@@ -29,7 +29,7 @@ WRONG_SCALARS = {
 
 
 def wrong_scalars(op, name: str, schema_type: str) -> tuple[str, ...]:
-    """How ``_t.broken`` gives a scalar argument of ``op`` a value of a type its schema type
+    """How ``_te.broken`` gives a scalar argument of ``op`` a value of a type its schema type
     refuses (Note [scalar types] in _runtime): ``type-<kind>`` replaces it, ``element-<kind>``
     its first element, ``length`` adds an element to a fixed-size list."""
     optional = schema_type.endswith("?")

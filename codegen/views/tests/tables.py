@@ -1,7 +1,7 @@
 """The tables section: the data every test reads (samples, dtypes, tolerances, configuration
 axes, ways to break each argument, the outputs and how they compare), which
-``codegen/runtime/testing.py`` turns into pytest cases at import time: one more sample or dtype
-in the spec is one more row, not one more block of cases."""
+``codegen/runtime/testing_cases.py`` turns into pytest cases at import time: one more sample or
+dtype in the spec is one more row, not one more block of cases."""
 
 from __future__ import annotations
 
