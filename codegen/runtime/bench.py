@@ -12,10 +12,10 @@ one that autotunes tunes here and alone):
   of ``replays`` (:func:`graph_us`); an operator with data-dependent sizes reads them on the host,
   which no graph can hold, so it is timed with a synchronize after each call (:func:`synced_us`);
 - the same GPU time by a second, independent method: CUDA events around a loop of ``calls`` eager
-  calls after warm-up, median of ``replays`` (:func:`events_us`). It includes the launch cost
-  wherever the host issues calls slower than the GPU runs them (small shapes), which graph replay
-  removes; each ratio against a baseline is computed by both methods, and a ratio whose two
-  values differ by more than 5% is marked (:func:`compare_ratios`);
+  calls queued behind a sleep kernel that outlasts their launch, so that the GPU runs them back
+  to back, median of ``replays`` (:func:`events_us`); each ratio against a baseline is computed
+  by both methods, and a ratio whose two values differ by more than 5% is marked
+  (:func:`compare_ratios`);
 - the declared work of one call, ``bytes`` and ``flops``, and its rate: TB/s and % of a
   device-to-device copy of as many bytes, TFLOP/s and % of a dense matmul measured here in the
   same dtype;
@@ -134,15 +134,38 @@ def graph_us(fn: Fn, *, calls: int = 10, replays: int = 5, grad: bool = False) -
     return statistics.median(times)
 
 
+_SLEEP_CYCLES_PER_US: list[float] = []
+
+
+def _sleep_cycles_per_us() -> float:
+    """Clock cycles of ``torch.cuda._sleep`` per microsecond on this GPU, measured once."""
+    if not _SLEEP_CYCLES_PER_US:
+        start = torch.cuda.Event(enable_timing=True)
+        end = torch.cuda.Event(enable_timing=True)
+        torch.cuda._sleep(1000)
+        start.record()
+        torch.cuda._sleep(10_000_000)
+        end.record()
+        end.synchronize()
+        _SLEEP_CYCLES_PER_US.append(10_000_000 / (start.elapsed_time(end) * 1e3))
+    return _SLEEP_CYCLES_PER_US[0]
+
+
 def events_us(fn: Fn, *, calls: int = 10, rounds: int = 5, grad: bool = False) -> float:
     """GPU time per call in microseconds, by CUDA events recorded around a loop of ``calls``
-    eager calls (two warm-up calls first, a synchronize before each round), median of
-    ``rounds``. Unlike :func:`graph_us` it includes the host's launch cost wherever the host is
-    slower than the GPU, and any synchronize a call makes."""
+    eager calls, median of ``rounds``. Each loop is queued behind a sleep kernel that lasts twice
+    as long as the host took to issue the warm-up loop (plus a millisecond), so the calls run
+    back to back on the GPU and the events time the GPU's work, not the host's launch cost, by
+    a method independent of :func:`graph_us` (no graph: the eager launches, caching allocator
+    and all). A call that synchronizes (data-dependent sizes) still waits for the GPU."""
     with torch.set_grad_enabled(grad):
-        for _ in range(2):
-            fn()
         torch.cuda.synchronize()
+        issued = time.perf_counter()
+        for _ in range(calls):
+            fn()
+        issued = time.perf_counter() - issued
+        torch.cuda.synchronize()
+        cycles = int((2 * issued * 1e6 + 1000) * _sleep_cycles_per_us())
         start = torch.cuda.Event(enable_timing=True)
         end = torch.cuda.Event(enable_timing=True)
         times = []
@@ -151,6 +174,7 @@ def events_us(fn: Fn, *, calls: int = 10, rounds: int = 5, grad: bool = False) -
         try:
             for _ in range(rounds):
                 torch.cuda.synchronize()
+                torch.cuda._sleep(cycles)
                 start.record()
                 for _ in range(calls):
                     fn()
@@ -281,8 +305,9 @@ METHODS = {
     "GPU us": "CUDA-graph replay of --graph-calls calls timed with CUDA events, median of "
     "--replays; an operator with data-dependent sizes: wall time with a synchronize after each "
     "call",
-    "events us": "CUDA events around a loop of --graph-calls eager calls after warm-up, median of "
-    "--replays; includes launch cost where the host is slower than the GPU",
+    "events us": "CUDA events around a loop of --graph-calls eager calls queued behind a sleep "
+    "kernel that outlasts their launch (the GPU runs them back to back), median of "
+    "--replays; a call that synchronizes still waits for the GPU",
     "TB/s, % copy": "declared bytes / GPU us; against a device-to-device copy of as many bytes",
     "TFLOP/s, % peak": "declared flops / GPU us; against a dense matmul in the dtype "
     "(or --peak-tflops)",
