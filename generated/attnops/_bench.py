@@ -12,16 +12,15 @@ one that autotunes tunes here and alone):
 - GPU time: ``calls`` calls captured in one CUDA graph, its replay timed with CUDA events, median
   of ``replays`` (:func:`graph_us`); an operator with data-dependent sizes reads them on the host,
   which no graph can hold, so it is timed with a synchronize after each call (:func:`synced_us`);
-- the same GPU time by a second, independent method: CUDA events around a loop of ``calls`` eager
-  calls queued behind a sleep kernel that outlasts their launch, so that the GPU runs them back
-  to back, median of ``replays`` (:func:`events_us`); each ratio against a baseline is computed
-  by both methods, and a ratio whose two values differ by more than 5% is marked
+- the same GPU time by a second, independent method: CUDA events around ``calls`` eager calls
+  queued behind a sleep kernel that outlasts their launch, median of ``replays``
+  (:func:`events_us`); a ratio against a baseline whose two values differ by over 5% is marked
   (:func:`compare_ratios`);
 - the declared work of one call, ``bytes`` and ``flops``, and its rate: TB/s and % of a
   device-to-device copy of as many bytes, TFLOP/s and % of a dense matmul measured here in the
   same dtype;
-- a baseline's largest absolute difference from the operator's outputs, and its time divided by
-  the operator's (GPU time where there is CUDA, else host cost).
+- a baseline's largest absolute difference from the operator's outputs, and its time over the
+  operator's (GPU time where there is CUDA, else host cost).
 
 Without CUDA only the host cost is measured: each GPU cell says why it is empty. This module is
 copied into the generated package as ``_bench.py``; it imports nothing of the generator.
@@ -30,6 +29,8 @@ copied into the generated package as ``_bench.py``; it imports nothing of the ge
 from __future__ import annotations
 
 import argparse
+import contextlib
+import functools
 import gc
 import importlib
 import importlib.metadata
@@ -55,6 +56,18 @@ Fn = Callable[[], object]
 # ---------------------------------------------------------------------------------------------
 
 
+@contextlib.contextmanager
+def _gc_paused():
+    """The garbage collector off inside the block, as it was after: none lands in a timed loop."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
 def host_call_us(fn: Fn, *, calls: int, sync: Fn, grad: bool = False) -> float:
     """Host cost of one call in microseconds: each call timed alone with the device idle (one
     synchronize before it, none inside), median of ``calls``."""
@@ -62,18 +75,13 @@ def host_call_us(fn: Fn, *, calls: int, sync: Fn, grad: bool = False) -> float:
         fn()
         sync()
         times = []
-        enabled = gc.isenabled()
-        gc.disable()
-        try:
+        with _gc_paused():
             for _ in range(calls):
                 sync()
                 start = time.perf_counter_ns()
                 fn()
                 times.append(time.perf_counter_ns() - start)
             sync()
-        finally:
-            if enabled:
-                gc.enable()
     return statistics.median(times) / 1e3
 
 
@@ -84,9 +92,7 @@ def host_us(fn: Fn, *, calls: int, rounds: int, sync: Fn, grad: bool = False) ->
         fn()
         sync()
         best = float("inf")
-        enabled = gc.isenabled()
-        gc.disable()
-        try:
+        with _gc_paused():
             for _ in range(rounds):
                 sync()
                 start = time.perf_counter_ns()
@@ -96,9 +102,6 @@ def host_us(fn: Fn, *, calls: int, rounds: int, sync: Fn, grad: bool = False) ->
                 best = min(best, (time.perf_counter_ns() - start) / calls)
                 # Between rounds, never inside a timed loop.
                 gc.collect()
-        finally:
-            if enabled:
-                gc.enable()
     return best / 1e3
 
 
@@ -119,8 +122,7 @@ def graph_us(fn: Fn, *, calls: int = 10, replays: int = 5, grad: bool = False) -
     try:
         graph.replay()
         torch.cuda.synchronize()
-        start = torch.cuda.Event(enable_timing=True)
-        end = torch.cuda.Event(enable_timing=True)
+        start, end = (torch.cuda.Event(enable_timing=True) for _ in range(2))
         times = []
         for _ in range(replays):
             start.record()
@@ -135,21 +137,16 @@ def graph_us(fn: Fn, *, calls: int = 10, replays: int = 5, grad: bool = False) -
     return statistics.median(times)
 
 
-_SLEEP_CYCLES_PER_US: list[float] = []
-
-
+@functools.cache
 def _sleep_cycles_per_us() -> float:
     """Clock cycles of ``torch.cuda._sleep`` per microsecond on this GPU, measured once."""
-    if not _SLEEP_CYCLES_PER_US:
-        start = torch.cuda.Event(enable_timing=True)
-        end = torch.cuda.Event(enable_timing=True)
-        torch.cuda._sleep(1000)
-        start.record()
-        torch.cuda._sleep(10_000_000)
-        end.record()
-        end.synchronize()
-        _SLEEP_CYCLES_PER_US.append(10_000_000 / (start.elapsed_time(end) * 1e3))
-    return _SLEEP_CYCLES_PER_US[0]
+    start, end = (torch.cuda.Event(enable_timing=True) for _ in range(2))
+    torch.cuda._sleep(1000)
+    start.record()
+    torch.cuda._sleep(10_000_000)
+    end.record()
+    end.synchronize()
+    return 10_000_000 / (start.elapsed_time(end) * 1e3)
 
 
 def events_us(fn: Fn, *, calls: int = 10, rounds: int = 5, grad: bool = False) -> float:
@@ -167,12 +164,9 @@ def events_us(fn: Fn, *, calls: int = 10, rounds: int = 5, grad: bool = False) -
         issued = time.perf_counter() - issued
         torch.cuda.synchronize()
         cycles = int((2 * issued * 1e6 + 1000) * _sleep_cycles_per_us())
-        start = torch.cuda.Event(enable_timing=True)
-        end = torch.cuda.Event(enable_timing=True)
+        start, end = (torch.cuda.Event(enable_timing=True) for _ in range(2))
         times = []
-        enabled = gc.isenabled()
-        gc.disable()
-        try:
+        with _gc_paused():
             for _ in range(rounds):
                 torch.cuda.synchronize()
                 torch.cuda._sleep(cycles)
@@ -182,9 +176,6 @@ def events_us(fn: Fn, *, calls: int = 10, rounds: int = 5, grad: bool = False) -
                 end.record()
                 end.synchronize()
                 times.append(start.elapsed_time(end) * 1e3 / calls)
-        finally:
-            if enabled:
-                gc.enable()
     return statistics.median(times)
 
 
