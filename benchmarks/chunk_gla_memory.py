@@ -26,8 +26,9 @@ GPU). Run on a GPU::
 
 ``--dry-run`` runs tiny shapes on the CPU under ``TRITON_INTERPRET=1`` (no CUDA figures, only
 ``saved``) to check that the script works; ``bash benchmarks/suite.sh`` runs it after the other
-scripts when ``chunk_gla`` is among its operators (``--dry-run`` too). Exit status 1 when a row
-failed.
+scripts when ``chunk_gla`` is among its operators (``--dry-run`` too). Where only a backward
+raises (fla-core's refuses Triton 3.4-3.7.0 on Hopper), the forward's columns stay and a line
+under the table gives the error. Exit status 1 when a row failed.
 """
 
 from __future__ import annotations
@@ -135,9 +136,10 @@ def saved_bytes(fn, inputs: dict) -> tuple[int, torch.Tensor]:
     return sum(seen.values()), out
 
 
-def cuda_memory(fn, inputs: dict) -> tuple[int, int, int]:
+def cuda_memory(fn, inputs: dict) -> tuple[int, int, int | Exception]:
     """(kept after the forward, peak in the forward, peak through its backward), in bytes above
-    what was allocated before the forward."""
+    what was allocated before the forward; the backward's exception in place of its peak where
+    it raises (a baseline whose backward refuses this GPU still has its forward measured)."""
     gc.collect()
     torch.cuda.synchronize()
     base = torch.cuda.memory_allocated()
@@ -147,7 +149,10 @@ def cuda_memory(fn, inputs: dict) -> tuple[int, int, int]:
     kept = torch.cuda.memory_allocated() - base
     fwd_peak = torch.cuda.max_memory_allocated() - base
     leaves = [inputs[n] for n in ("q", "k", "v", "g")]
-    grads = torch.autograd.grad(out, leaves, torch.ones_like(out), allow_unused=True)
+    try:
+        grads = torch.autograd.grad(out, leaves, torch.ones_like(out), allow_unused=True)
+    except Exception as exc:  # noqa: BLE001 - reported in the table, the forward figures kept
+        return kept, fwd_peak, exc
     torch.cuda.synchronize()
     total_peak = torch.cuda.max_memory_allocated() - base
     del out, grads
@@ -172,13 +177,18 @@ def _size(x, unit: float) -> str:
     return x if isinstance(x, str) else f"{x / unit:.1f}"
 
 
-def measure(args, shapes: dict) -> tuple[list[list[str]], dict]:
-    """The table's rows, and why each skipped implementation is."""
+def _first_line(exc: Exception) -> str:
+    return f"{type(exc).__name__}: {(str(exc).strip().splitlines() or [''])[0]}"
+
+
+def measure(args, shapes: dict) -> tuple[list[list[str]], dict, list[str]]:
+    """The table's rows, why each skipped implementation is, and the backwards that raised."""
     cuda = torch.cuda.is_available()
     device = torch.device("cuda" if cuda else "cpu")
     impls = implementations(args)
     unit = UNITS[args.dry_run][1]
-    rows = []
+    rows: list[list[str]] = []
+    notes: list[str] = []
     skipped = {name: why for name, why in impls.items() if isinstance(why, str)}
     for shape, dims in shapes.items():
         inputs = make_inputs(**dims, device=device)
@@ -193,26 +203,31 @@ def measure(args, shapes: dict) -> tuple[list[list[str]], dict]:
                 row = [shape, name, _size(output, unit), _size(statistics.median(saved), unit)]
                 if cuda:
                     mem = [cuda_memory(fn, inputs) for _ in range(args.repeats)]
-                    row += [_size(statistics.median(m[i] for m in mem), unit) for i in range(3)]
-                    us = graph_us(
-                        fwd_bwd(fn, inputs),
-                        calls=args.graph_calls,
-                        replays=args.replays,
-                        grad=True,
-                    )
-                    row.append(f"{us / 1e3:.3f}")
+                    row += [_size(statistics.median(m[i] for m in mem), unit) for i in range(2)]
+                    bwd_error = next((m[2] for m in mem if isinstance(m[2], Exception)), None)
+                    if bwd_error is not None:
+                        row += ["bwd err", "-"]
+                        notes.append(f"{shape} {name}: backward: {_first_line(bwd_error)}")
+                    else:
+                        row.append(_size(statistics.median(m[2] for m in mem), unit))
+                        us = graph_us(
+                            fwd_bwd(fn, inputs),
+                            calls=args.graph_calls,
+                            replays=args.replays,
+                            grad=True,
+                        )
+                        row.append(f"{us / 1e3:.3f}")
                 else:
                     fwd_bwd(fn, inputs)()  # the backward runs (no figure without CUDA)
                     row += ["no CUDA"] * 4
             except Exception as exc:  # noqa: BLE001 - one failing row must not stop the table
-                first = (str(exc).strip().splitlines() or [""])[0][:80]
-                row = [shape, name, f"err: {type(exc).__name__}: {first}", *["-"] * 5]
+                row = [shape, name, f"err: {_first_line(exc)[:90]}", *["-"] * 5]
             rows.append(row)
             gc.collect()
             if cuda:
                 torch.cuda.empty_cache()
         del inputs
-    return rows, skipped
+    return rows, skipped, notes
 
 
 def header(dry_run: bool) -> list[str]:
@@ -233,11 +248,15 @@ def main(args) -> int:
         shapes = {s: shapes[s] for s in wanted}
     device = torch.cuda.get_device_name() if torch.cuda.is_available() else "CPU (no CUDA)"
     print(f"chunk_gla activation memory; {device}; torch {torch.__version__}")
-    rows, skipped = measure(args, shapes)
+    rows, skipped, notes = measure(args, shapes)
     print(markdown(header(args.dry_run), rows, left=2))
     for name, why in skipped.items():
         print(f"{name}: skipped: {why}")
-    failed = [f"{row[0]} {row[1]}" for row in rows if row[2].startswith("err: ")]
+    for note in notes:
+        print(note)
+    failed = [
+        f"{row[0]} {row[1]}" for row in rows if row[2].startswith("err: ") or row[6] == "bwd err"
+    ]
     if failed:
         print(f"failed: {', '.join(failed)}", file=sys.stderr)
     return 1 if failed else 0
