@@ -32,7 +32,7 @@ KERNELS = (
     "_gla_fwd_g_kernel",
     "_gla_fwd_h_kernel",
     "_gla_fwd_o_kernel",
-    "_gla_fwd_kernel",
+    "_gla_fwd_fused_kernel",
     "_gla_bwd_dh_kernel",
     "_gla_bwd_dqk_kernel",
     "_gla_bwd_dv_kernel",

@@ -266,3 +266,40 @@ def _causal_decay(b_G, b_C, mask, TRANS: tl.constexpr):
     else:
         span = _span(b_G[:, None], b_C[:, None], b_G[None, :], b_C[None, :])
     return tl.exp(tl.where(mask, span, float("-inf")))
+
+
+@triton.jit
+def _uncovered(i_n, bos, eos, T, H, fallen):
+    # Rows of the packed batch that no sequence may cover, zero-filled by the programs of the
+    # first and the last sequence: [0, head) before sequence 0 and [tail, T) after sequence
+    # N - 1 (head = 0 and tail = T for the others, and where the offsets do not fall; valid
+    # offsets make both ranges empty). With the clamping of _seq_bounds, each row in
+    # [bos_0, eos_{N-1}) lies in some sequence (the offsets must rise across it somewhere
+    # between), so these ranges hold every uncovered row.
+    N = tl.num_programs(0) // H
+    head = tl.where(i_n == 0, bos, 0)
+    tail = tl.where(i_n == N - 1, eos, T)
+    return tl.where(fallen, head, 0), tl.where(fallen, tail, T)
+
+
+@triton.jit
+def _zero_rows(
+    x, lo, hi, i_h, H, D: tl.constexpr, o_d, m_d, o_t, BT: tl.constexpr, BD: tl.constexpr
+):
+    # Store zeros into x[0, t, i_h, o_d] (contiguous [1, T, H, D]) for tokens t in [lo, hi);
+    # with D = 0, into x[0, t, i_h] (contiguous [1, T, H]).
+    for i_c in range(0, tl.cdiv(tl.maximum(hi - lo, 0), BT)):
+        t = lo + i_c * BT + o_t
+        if D == 0:
+            tl.store(x + t * H + i_h, tl.zeros([BT], dtype=x.dtype.element_ty), mask=t < hi)
+        else:
+            b_z = tl.zeros([BT, BD], dtype=x.dtype.element_ty)
+            tl.store(x + _rows(t, i_h, H, D, o_d), b_z, mask=(t < hi)[:, None] & m_d[None, :])
+
+
+@triton.jit
+def _zero_uncovered(x, head, tail, T, i_h, H, D: tl.constexpr, o_d, m_d, o_t, BT: tl.constexpr,
+                    BD: tl.constexpr):  # fmt: skip
+    # _zero_rows over the rows that _uncovered gives: [0, head) and [tail, T).
+    _zero_rows(x, 0, head, i_h, H, D, o_d, m_d, o_t, BT, BD)
+    _zero_rows(x, tail, T, i_h, H, D, o_d, m_d, o_t, BT, BD)

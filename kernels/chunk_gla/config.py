@@ -43,13 +43,42 @@ def _config(K, V, dtype, bwd):
 @functools.cache
 def _fwd_config(K, V, dtype):
     """Forward launch configs: (chunk size BT of the state and output passes, then each as
-    (BK, BV, num_warps, num_stages): the state pass, the output pass, and _gla_fwd_kernel)."""
+    (BK, BV, num_warps, num_stages): the state pass, the output pass, and the walk behind
+    them where packed offsets fall, _gla_fwd_fused_kernel)."""
     fallback = _config(K, V, dtype, False)
     if dtype == torch.float32:
         return _BT, (64, 32, 4, 1), (64, 32, 4, 1), fallback
     # 16-bit blocks stay at 64 or more (see _config).
     BV = 128 if V > 64 else 64
     return _BT, (64, 64, 4, 3), (64, BV, 8 if BV > 64 else 4, 2), fallback
+
+
+# The forward in one walk (_gla_fwd_fused_kernel) where it measured faster than the state walk
+# and output pass (docs/performance.md, "chunk_gla: the forward in one walk"): 16-bit inputs
+# without packed sequences, K <= 64 on enough programs, or K <= 128 on long sequences split
+# into at least _FUSED_SEG_PROGRAMS programs of segments of _FUSED_SEG_MIN_CHUNKS chunks or more
+# (when the chunk states are not kept: storing them there measured slower).
+_FUSED_SEG_PROGRAMS = 256
+_FUSED_SEG_MIN_CHUNKS = 16
+
+
+@functools.cache
+def _fused_plan(B, T, H, K, V, dtype, use_cu, save_states):
+    """((BK, BV, num_warps, num_stages), (chunks per segment, segments)) of the forward in one
+    walk for these sizes, or None for the state walk and output pass."""
+    if use_cu or dtype == torch.float32 or K > 128:
+        return None
+    BK = max(64, next_power_of_2(K))
+    cfg = (BK, 64, 4, 3 if BK == 64 else 2)
+    NT = cdiv(T, _BT)
+    programs = B * H * cdiv(V, cfg[1])
+    if programs > _SEG_MAX_PROGRAMS:
+        return (cfg, (NT, 1)) if BK == 64 else None
+    nseg = cdiv(_FUSED_SEG_PROGRAMS, programs)
+    if save_states or NT < nseg * _FUSED_SEG_MIN_CHUNKS:
+        return None
+    cps = cdiv(NT, nseg)
+    return cfg, (cps, cdiv(NT, cps))
 
 
 # A 16-bit backward with K <= _BWD_FUSED_MAX_K computes dv in the dq/dk/dg pass (one item per

@@ -1,9 +1,10 @@
-"""chunk_gla's sequential kernels: one program per sequence, head and V block walking every chunk
-with the state in registers. With packed sequences they do the work only where the clamped
-offsets fall somewhere (flag != 0, set by _gla_fwd_g_kernel): the chunks and state slots of
-different sequences may then overlap, which the chunk-parallel passes cannot handle; otherwise
-those produce everything and these do nothing. Without packed sequences the backward's always do
-the work (chunk_gla_bwd_sequential, for comparisons)."""
+"""chunk_gla's sequential backward kernels: one program per sequence, head and V block walking
+every chunk with the state in registers. With packed sequences they do the work only where the
+clamped offsets fall somewhere (flag != 0, set by _gla_fwd_g_kernel): the chunks and state slots
+of different sequences may then overlap, which the chunk-parallel passes cannot handle; otherwise
+those produce everything and these do nothing. Without packed sequences they always do the work
+(chunk_gla_bwd_sequential, for comparisons). The forward's walk of the same kind is
+_gla_fwd_fused_kernel (fwd.py)."""
 
 import triton
 import triton.language as tl
@@ -21,6 +22,8 @@ from .common import (
     _span,
     _state_offsets,
     _tile_offsets,
+    _uncovered,
+    _zero_uncovered,
 )
 
 
@@ -41,90 +44,9 @@ def _program_seq(cu, flag, T, H, USE_CU: tl.constexpr):
 
 
 @triton.jit
-def _uncovered(i_n, bos, eos, T, H, fallen):
-    # Rows of the packed batch that no sequence may cover, zero-filled by the programs of the
-    # first and the last sequence: [0, head) before sequence 0 and [tail, T) after sequence
-    # N - 1 (head = 0 and tail = T for the others, and where the offsets do not fall; valid
-    # offsets make both ranges empty). With the clamping of _seq_bounds, each row in
-    # [bos_0, eos_{N-1}) lies in some sequence (the offsets must rise across it somewhere
-    # between), so these ranges hold every uncovered row.
-    N = tl.num_programs(0) // H
-    head = tl.where(i_n == 0, bos, 0)
-    tail = tl.where(i_n == N - 1, eos, T)
-    return tl.where(fallen, head, 0), tl.where(fallen, tail, T)
-
-
-@triton.jit
-def _zero_rows(
-    x, lo, hi, i_h, H, D: tl.constexpr, o_d, m_d, o_t, BT: tl.constexpr, BD: tl.constexpr
-):
-    # Store zeros into x[0, t, i_h, o_d] (contiguous [1, T, H, D]) for tokens t in [lo, hi);
-    # with D = 0, into x[0, t, i_h] (contiguous [1, T, H]).
-    for i_c in range(0, tl.cdiv(tl.maximum(hi - lo, 0), BT)):
-        t = lo + i_c * BT + o_t
-        if D == 0:
-            tl.store(x + t * H + i_h, tl.zeros([BT], dtype=x.dtype.element_ty), mask=t < hi)
-        else:
-            b_z = tl.zeros([BT, BD], dtype=x.dtype.element_ty)
-            tl.store(x + _rows(t, i_h, H, D, o_d), b_z, mask=(t < hi)[:, None] & m_d[None, :])
-
-
-@triton.jit
-def _zero_uncovered(x, head, tail, T, i_h, H, D: tl.constexpr, o_d, m_d, o_t, BT: tl.constexpr,
-                    BD: tl.constexpr):  # fmt: skip
-    # _zero_rows over the rows that _uncovered gives: [0, head) and [tail, T).
-    _zero_rows(x, 0, head, i_h, H, D, o_d, m_d, o_t, BT, BD)
-    _zero_rows(x, tail, T, i_h, H, D, o_d, m_d, o_t, BT, BD)
-
-
-@triton.jit
 def _part_index(row, i_v, NTOK, H, i_h):
     # Row index of (V block i_v, token row, head i_h) in a per-V-block partial [NV, B, T, H, ...].
     return (row + i_v * NTOK) * H + i_h
-
-
-@triton.jit
-def _gla_fwd_kernel(
-    q, k, v, g, h0, o, ht, cu, flag, scale, T, H, q_st, k_st, v_st, g_st, K: tl.constexpr,
-    V: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr,
-    USE_H0: tl.constexpr, STORE_HT: tl.constexpr, MODE: tl.constexpr,
-):  # fmt: skip
-    # The forward for packed sequences whose offsets fall: rewrites output and final_state.
-    i_n, i_h, i_v, i_b, bos, eos, fallen = _program_seq(cu, flag, T, H, True)
-    DT = q.dtype.element_ty
-    o_t, o_k, o_v, m_k, m_v = _tile_offsets(i_v, K, V, BT, BK, BV)
-    causal = o_t[:, None] >= o_t[None, :]
-
-    p_q0 = _head_ptr(q, i_b, i_h, q_st, o_k)
-    p_k0 = _head_ptr(k, i_b, i_h, k_st, o_k)
-    p_v0 = _head_ptr(v, i_b, i_h, v_st, o_v)
-    p_g0 = g + i_b * g_st[0] + i_h * g_st[2]
-    s_off, m_s = _state_offsets(i_n, i_h, H, K, V, o_k, o_v, m_k, m_v)
-    m_s = tl.where(fallen, m_s, False)
-    b_s = _load_state(h0, s_off, m_s, USE_H0, BK, BV)
-
-    NC = tl.cdiv(eos - bos, BT)
-    for i_c in range(0, NC):
-        t, m_t = _chunk_tokens(bos, eos, i_c, o_t, BT)
-        b_q = tl.load(p_q0 + t[:, None] * q_st[1], mask=m_t[:, None] & m_k[None, :], other=0.0)
-        b_k = tl.load(p_k0 + t[:, None] * k_st[1], mask=m_t[:, None] & m_k[None, :], other=0.0)
-        b_v = tl.load(p_v0 + t[:, None] * v_st[1], mask=m_t[:, None] & m_v[None, :], other=0.0)
-        b_G, b_C, b_GL, b_CL = _chunk_decay(p_g0, t, g_st[1], m_t, o_t, BT)
-
-        b_D = _causal_decay(b_G, b_C, causal, False)
-        b_A = _dot(b_q, tl.trans(b_k), DT, MODE) * b_D * scale
-        b_qg = b_q.to(tl.float32) * (tl.exp(b_G) * scale)[:, None]
-        b_o = _dot(b_qg, b_s, DT, MODE) + _dot(b_A, b_v, DT, MODE)
-        p_o = o + _rows(i_b * T + t, i_h, H, V, o_v)
-        tl.store(p_o, _cast(b_o, o.dtype.element_ty, MODE), mask=m_t[:, None] & m_v[None, :])
-
-        b_kg = b_k.to(tl.float32) * tl.exp(_span(b_GL, b_CL, b_G, b_C))[:, None]
-        b_s = b_s * tl.exp(b_GL) + _dot(tl.trans(b_kg), b_v, DT, MODE)
-
-    if STORE_HT:
-        tl.store(ht + s_off, b_s, mask=m_s)
-    head, tail = _uncovered(i_n, bos, eos, T, H, fallen)
-    _zero_uncovered(o, head, tail, T, i_h, H, V, o_v, m_v, o_t, BT, BV)
 
 
 @triton.jit

@@ -10,12 +10,11 @@ import torch
 from .._triton import cdiv, launchable
 from . import config
 from .bwd import _gla_bwd_dqk_kernel, _gla_bwd_dv_kernel
-from .fwd import _gla_fwd_g_kernel, _gla_fwd_o_kernel
+from .fwd import _gla_fwd_fused_kernel, _gla_fwd_g_kernel, _gla_fwd_o_kernel
 from .sequential import (
     _gla_bwd_dg_kernel,
     _gla_bwd_dkv_kernel,
     _gla_bwd_dq_kernel,
-    _gla_fwd_kernel,
 )
 from .walks import (
     _gla_bwd_dh_kernel,
@@ -67,6 +66,9 @@ def _launch_walk(like, a, b, gc, s0, out, s_end, cu, scale, N, NT, BT, cfg, mode
             s0, own, gseg, start, s_end, H, nseg, K=K, V=V, BK=hk, BV=hv, USE_S0=s0 is not None,
             STORE_END=s_end is not None, REVERSE=reverse, num_warps=4, num_stages=1,
         )  # fmt: skip
+        if out is None:
+            # Only the states at the segments' starts were asked for.
+            return start
         launchable(kernel, like)[grid](*args, **kw, STEP=2)
     elif reverse:
         args = (a, b, gc, s0, out, s_end, cu, float(scale), T, H, NT, *st)
@@ -177,17 +179,28 @@ def chunk_gla_fwd(
 ):
     """Forward of ``chunk_gla``: ``S_t = exp(g_t) S_{t-1} + k_t^T v_t``, ``o_t = scale * q_t S_t``.
 
-    Chunks of 64 tokens, in three to five launches: the cumulative log-decay within each chunk
-    (float32 ``[B, H, 2, T]`` scratch); the state at the start of each chunk (``h``: returned for
-    the backward with ``save_states``, else scratch freed on return), one program per (sequence,
-    head, state tile) walking its chunks; each chunk's output from that state and the causal
-    in-chunk attention, one program per (chunk, head, V block); and, with ``cu_seqlens`` only, a
-    walk of each whole sequence that does the work only where the clamped offsets fall
-    somewhere. When the state walk would have very few
-    programs (long equal-length sequences, few heads: see ``_segments``), each sequence is
-    walked as segments side by side twice: once for each segment's own end state, then, after
-    one short pass across segments for the state at each segment's start, again from that state
-    to store the chunk states (float32 scratch ``[N * segments, H, K, V]`` twice).
+    Chunks of 64 tokens, in one of two ways (``config._fused_plan`` chooses, by what measured
+    faster on an H200):
+
+    - In one walk: one program per (sequence, head, V block) walks the chunks in order with
+      the state in registers, writing each chunk's output as it goes (and with ``save_states``
+      the state at each chunk's start into ``h``). For 16-bit inputs without ``cu_seqlens``:
+      ``K <= 64`` on more than 64 programs, or ``K <= 128`` on long sequences, which are then
+      split into segments walked side by side from the state at each segment's start (two
+      launches before: the cumulative log-decay within each chunk, float32 ``[B, H, 2, T]``
+      scratch, and each segment's own walk with a short pass across segments, float32
+      ``[N * segments, H, K, V]`` scratch twice).
+    - Otherwise in three to five launches: the cumulative log-decay within each chunk; the
+      state at the start of each chunk (``h``: returned for the backward with
+      ``save_states``, else scratch freed on return), one program per (sequence, head, state
+      tile) walking its chunks; each chunk's output from that state and the causal in-chunk
+      attention, one program per (chunk, head, V block); and, with ``cu_seqlens`` only, the
+      walk above of each whole sequence, which does the work only where the clamped offsets
+      fall somewhere. When the state walk would have very few programs (long equal-length
+      sequences, few heads: see ``_segments``), each sequence is walked as segments side by
+      side twice: once for each segment's own end state, then, after one short pass across
+      segments for the state at each segment's start, again from that state to store the
+      chunk states.
 
     Args:
         q: ``[B, T, H, K]``, bfloat16, float16 or float32, any strides.
@@ -248,35 +261,60 @@ def chunk_gla_fwd(
 
     if g.dtype is not torch.float32:
         g = g.to(torch.float32)
-    BT, state_cfg, (ok, ov, ow, os_), (fk, fv, fw, fs) = config._fwd_config(K, V, q.dtype)
     mode = config._mode(q.dtype)
-    gc = q.new_empty((B, H, 2, T), dtype=torch.float32)
+    use_cu = cu_seqlens is not None
+    sdt = q.dtype if mode == 0 else torch.float32
     # The gap slots of packed sequences are never written: zeros keep the returned h defined.
-    h = (q.new_zeros if use_cu else q.new_empty)(
-        (NS, H, K, V), dtype=q.dtype if mode == 0 else torch.float32
-    )
+    h_shape = (NS if save_states else 0, H, K, V)
+    h = (q.new_zeros if use_cu else q.new_empty)(h_shape, dtype=sdt)
+    st = (q.stride(), k.stride(), v.stride())
+    plan = config._fused_plan(B, T, H, K, V, q.dtype, use_cu, save_states)
+    if plan is not None:
+        (BK, BV, warps, stages), (cps, nseg) = plan
+        s0 = h0
+        if nseg > 1:
+            # The state at each segment's start, from each segment's own walk.
+            gc = q.new_empty((B, H, 2, T), dtype=torch.float32)
+            _launch_g(o, g, gc, None, None, N, NT, NS, config._BT)
+            state_cfg = config._fwd_config(K, V, q.dtype)[1]
+            s0 = _launch_walk(
+                o, k, v, gc, h0, None, ht, None, None, N, NT, config._BT, state_cfg, mode, plan[1]
+            )
+        args = (q, k, v, g, s0, h, o, ht, None, None, float(scale), T, H, NT, cps, nseg, *st)
+        kw = dict(K=K, V=V, BT=config._BT, BK=BK, BV=BV, USE_CU=False, FALLEN_ONLY=False)
+        flags = dict(
+            USE_S0=s0 is not None, STORE_H=save_states, STORE_HT=ht is not None and nseg == 1
+        )
+        launchable(_gla_fwd_fused_kernel, o)[(N * H * nseg, cdiv(V, BV))](
+            *args, g.stride(), **kw, **flags, MODE=mode, num_warps=warps, num_stages=stages
+        )
+        return o, h if mode == 0 else h.to(q.dtype), ht
+
+    BT, state_cfg, (ok, ov, ow, os_), (fk, fv, fw, fs) = config._fwd_config(K, V, q.dtype)
+    gc = q.new_empty((B, H, 2, T), dtype=torch.float32)
+    # The walk stores the chunk states even when they are not kept: scratch for the output pass.
+    hw = h if save_states else (q.new_zeros if use_cu else q.new_empty)((NS, H, K, V), dtype=sdt)
     flag = q.new_empty((1,), dtype=torch.int32) if use_cu else None
     _launch_g(o, g, gc, cu_seqlens, flag, N, NT, NS, BT)
     tiles = cdiv(K, state_cfg[0]) * cdiv(V, state_cfg[1])
     segments = config._walk_segments(N * H * tiles, NT, use_cu)
-    _launch_walk(o, k, v, gc, h0, h, ht, cu_seqlens, None, N, NT, BT, state_cfg, mode, segments)
-    st = (q.stride(), k.stride(), v.stride())
-    args = (q, k, v, gc, h, o, cu_seqlens, flag, float(scale), T, H, N, NT, *st)
+    _launch_walk(o, k, v, gc, h0, hw, ht, cu_seqlens, None, N, NT, BT, state_cfg, mode, segments)
+    args = (q, k, v, gc, hw, o, cu_seqlens, flag, float(scale), T, H, N, NT, *st)
     kw = dict(K=K, V=V, BT=BT, BK=ok, BV=ov, USE_CU=use_cu, MODE=mode)
     launchable(_gla_fwd_o_kernel, o)[(cdiv(V, ov) * NS, H)](
         *args, **kw, num_warps=ow, num_stages=os_
     )
     if use_cu:
-        args = (q, k, v, g, h0, o, ht, cu_seqlens, flag, float(scale), T, H, *st, g.stride())
-        kw = dict(K=K, V=V, BT=config._BT, BK=fk, BV=fv, MODE=mode, num_warps=fw, num_stages=fs)
-        flags = dict(USE_H0=h0 is not None, STORE_HT=ht is not None)
-        launchable(_gla_fwd_kernel, o)[(N * H, cdiv(V, fv))](*args, **kw, **flags)
-    if not save_states:
-        # The states were scratch for the output pass: freed as this returns.
-        return o, q.new_empty((0, H, K, V)), ht
+        # Offsets that fall somewhere: the whole forward again, one walk per sequence.
+        args = (q, k, v, g, h0, None, o, ht, cu_seqlens, flag, float(scale), T, H, NT, NT, 1, *st)
+        kw = dict(K=K, V=V, BT=BT, BK=fk, BV=fv, USE_CU=True, FALLEN_ONLY=True)
+        flags = dict(USE_S0=h0 is not None, STORE_H=False, STORE_HT=ht is not None)
+        launchable(_gla_fwd_fused_kernel, o)[(N * H, cdiv(V, fv))](
+            *args, g.stride(), **kw, **flags, MODE=mode, num_warps=fw, num_stages=fs
+        )
     # Under the interpreter bf16 states are walked in float32 (MODE 2); the products round them
     # to bf16 on use, so h is returned rounded as the GPU stores it.
-    return o, h.to(q.dtype), ht
+    return o, h if mode == 0 else h.to(q.dtype), ht
 
 
 def chunk_gla_bwd(

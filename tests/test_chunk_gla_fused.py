@@ -1,0 +1,155 @@
+"""chunk_gla's forward in one walk (kernels/chunk_gla/config.py, ``_fused_plan``) gives what the
+state walk and output pass give, and what the token-by-token reference gives.
+
+The walk is chosen for 16-bit inputs at sizes too large for the interpreter (K <= 64 on many
+programs, or long sequences split into segments), so here the plan is forced onto small shapes:
+whole sequences and segments of one to three chunks, odd lengths, K and V that are not powers
+of two, strided inputs, with and without an initial state, keeping the chunk states or not.
+Packed sequences whose offsets fall are walked by the same kernel behind the chunk-parallel
+passes (tests/test_kernel_bounds.py and the generated malformed-offsets tests cover those).
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+from marks import slow
+
+from attnops_kernels._triton import next_power_of_2
+from attnops_kernels.chunk_gla import config as CF
+from attnops_kernels.chunk_gla import reference
+from attnops_kernels.chunk_gla import triton as C
+
+DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
+
+
+def _inputs(B, T, H, K, V, dtype, h0, strided=False):
+    gen = torch.Generator().manual_seed(B * 1000 + T + K)
+
+    def rnd(*shape):
+        return torch.randn(*shape, generator=gen).to(DEVICE)
+
+    q, k, v = rnd(B, T, H, K).to(dtype), rnd(B, T, H, K).to(dtype), rnd(B, T, H, V).to(dtype)
+    g = F.logsigmoid(rnd(B, T, H)) * 0.3
+    if strided:  # head-major storage seen through [B, T, H, D] views, and a padded k
+        q, v = (x.transpose(1, 2).contiguous().transpose(1, 2) for x in (q, v))
+        k = torch.cat([k, torch.zeros_like(k)], dim=-1)[..., :K]
+        g = g.transpose(1, 2).contiguous().transpose(1, 2)
+    init = rnd(B, H, K, V) if h0 else None
+    return q, k, v, g, init
+
+
+class _Spy:
+    """``launchable`` that records (kernel, grid) of each launch."""
+
+    def __init__(self, launchable, seen):
+        self.launchable, self.seen = launchable, seen
+
+    def __call__(self, kernel, like):
+        launcher = self.launchable(kernel, like)
+        seen = self.seen
+
+        class _Grid:
+            def __getitem__(self, grid):
+                seen.append((kernel, grid))
+                return launcher[grid]
+
+        return _Grid()
+
+
+def _force(monkeypatch, T, K, dtype, segments, calls):
+    # The one-walk plan for every call, with ``segments`` segments per sequence, in the shipped
+    # blocks (16-bit V blocks stay at 64: config._config says why). Returns the plan.
+    nt = -(-T // CF._BT)
+    cps = -(-nt // segments)
+    BK = max(64, next_power_of_2(K))
+    cfg = (BK, 32, 4, 1) if dtype == torch.float32 else (BK, 64, 4, 3 if BK == 64 else 2)
+    plan = (cfg, (cps, -(-nt // cps)))
+    monkeypatch.setattr(CF, "_fused_plan", lambda *a: calls.append(a) or plan)
+    return plan
+
+
+@pytest.mark.parametrize(
+    ("B", "T", "H", "K", "V", "dtype", "h0", "segments", "strided"),
+    [
+        (2, 130, 2, 32, 32, torch.float32, True, 1, False),  # partial last chunk
+        (1, 320, 1, 32, 48, torch.float32, True, 5, False),  # 5 segments of one chunk
+        (2, 200, 2, 32, 32, torch.bfloat16, False, 2, True),  # strided inputs
+        slow(1, 400, 2, 48, 100, torch.float32, True, 3, False),  # K, V not powers of two
+        slow(2, 300, 2, 100, 72, torch.bfloat16, True, 1, False),
+        slow(1, 330, 1, 64, 64, torch.float16, True, 2, False),
+    ],
+)
+@pytest.mark.parametrize("save_states", [False, True])
+def test_one_walk_matches_the_output_pass_and_the_reference(
+    monkeypatch, B, T, H, K, V, dtype, h0, segments, strided, save_states
+):
+    q, k, v, g, init = _inputs(B, T, H, K, V, dtype, h0, strided)
+    monkeypatch.setattr(CF, "_fused_plan", lambda *a: None)
+    o1, h1, ht1 = C.chunk_gla_fwd(q, k, v, g, None, init, None, True, save_states=save_states)
+    calls = []
+    (_, BV, _, _), (_, nseg) = _force(monkeypatch, T, K, dtype, segments, calls)
+    assert nseg == segments
+    launches = []
+    monkeypatch.setattr(C, "launchable", _Spy(C.launchable, launches))
+    o2, h2, ht2 = C.chunk_gla_fwd(q, k, v, g, None, init, None, True, save_states=save_states)
+    walked = [grid for kernel, grid in launches if kernel is C._gla_fwd_fused_kernel]
+    assert len(calls) == 1 and walked == [(B * H * segments, -(-V // BV))], launches
+    tol = dict(atol=2e-5, rtol=2e-5) if dtype == torch.float32 else dict(atol=3e-2, rtol=3e-2)
+    torch.testing.assert_close(ht2, ht1, **tol)
+    torch.testing.assert_close(o2.float(), o1.float(), **tol)
+    # The chunk states, kept or not, as the state walk stores them.
+    assert h2.shape == h1.shape and h2.dtype == h1.dtype
+    torch.testing.assert_close(h2.float(), h1.float(), **tol)
+    want_o, want_ht = reference.chunk_gla_ref(
+        q.float(), k.float(), v.float(), g, None, init, True, None
+    )
+    ref_tol = dict(atol=1e-4, rtol=1e-4) if dtype == torch.float32 else dict(atol=6e-2, rtol=6e-2)
+    torch.testing.assert_close(ht2, want_ht, **ref_tol)
+    torch.testing.assert_close(o2.float(), want_o, **ref_tol)
+
+
+def test_one_walk_gradients_through_the_public_op(monkeypatch):
+    # Through the generated operator, the forward in one walk with segments, then the backward
+    # (which recomputes the states): the gradients match float64 autograd of the reference.
+    import attnops
+
+    B, T, H, K, V = 1, 300, 2, 16, 32
+    q, k, v, g, init = _inputs(B, T, H, K, V, torch.float32, True)
+    calls = []
+    _force(monkeypatch, T, K, torch.float32, 2, calls)
+    leaves = [x.detach().requires_grad_() for x in (q, k, v, g, init)]
+    out = attnops.chunk_gla(*leaves[:4], initial_state=leaves[4], output_final_state=True)
+    assert len(calls) == 1, "the forward did not plan a walk"
+    gen = torch.Generator().manual_seed(3)
+    do = torch.randn(B, T, H, V, generator=gen).to(DEVICE)
+    dht = torch.randn(B, H, K, V, generator=gen).to(DEVICE)
+    ((out.output * do).sum() + (out.final_state * dht).sum()).backward()
+    d = [x.detach().double().requires_grad_() for x in (q, k, v, g, init)]
+    o, ht = reference.chunk_gla_ref(*d[:4], None, d[4], True, None)
+    want = torch.autograd.grad((o * do.double()).sum() + (ht * dht.double()).sum(), d)
+    for name, x, w in zip(("dq", "dk", "dv", "dg", "dh0"), leaves, want, strict=True):
+        err = (x.grad.double() - w).abs().max().item()
+        assert err <= 1e-4 * w.abs().max().item(), f"{name}: {err}"
+
+
+def test_the_plan_walks_where_it_measured_faster():
+    # docs/performance.md, "chunk_gla: the forward in one walk": the suite's shapes in bf16.
+    bf16 = torch.bfloat16
+    CF._fused_plan.cache_clear()
+    plan = CF._fused_plan
+    # K = V = 64 on 256 programs: one walk per sequence and V block.
+    assert plan(8, 2048, 32, 64, 64, bf16, False, False) == ((64, 64, 4, 3), (32, 1))
+    assert plan(8, 2048, 32, 64, 64, bf16, False, True) == ((64, 64, 4, 3), (32, 1))
+    # One long sequence: 32 programs, in 8 segments of 64 chunks; not when keeping the states.
+    assert plan(1, 32768, 16, 128, 128, bf16, False, False) == ((128, 64, 4, 2), (64, 8))
+    assert plan(1, 32768, 16, 128, 128, bf16, False, True) is None
+    assert plan(1, 131072, 8, 128, 128, torch.float16, False, False) == ((128, 64, 4, 2), (128, 16))
+    # The state walk and output pass: K = 128 on many programs, segments too short, packed
+    # sequences, float32, K over 128.
+    assert plan(4, 4096, 16, 128, 128, bf16, False, False) is None
+    assert plan(1, 8192, 4, 128, 128, bf16, False, False) is None
+    assert plan(8, 2048, 32, 64, 64, bf16, True, False) is None
+    assert plan(8, 2048, 32, 64, 64, torch.float32, False, False) is None
+    assert plan(1, 32768, 16, 256, 128, bf16, False, False) is None
