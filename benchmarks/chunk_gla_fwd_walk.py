@@ -22,15 +22,14 @@ import torch
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "benchmarks"))
 from _timing import graph_us  # noqa: E402
-from chunk_gla_fwd_tune import chunked_ref, inputs, label, rel_err  # noqa: E402
-
-try:
-    from attnops_kernels.chunk_gla import config as CF
-    from attnops_kernels.chunk_gla import triton as mod
-except ImportError:
-    sys.path.insert(0, str(ROOT))
-    from kernels.chunk_gla import config as CF
-    from kernels.chunk_gla import triton as mod
+from chunk_gla_fwd_tune import (  # noqa: E402
+    chunked_ref,
+    inputs,
+    label,
+    mod,  # noqa: E402
+    rel_err,
+)
+from chunk_gla_fwd_tune import launch_config as CF  # noqa: E402
 
 SHAPES = [
     (4, 4096, 16, 128, 128),

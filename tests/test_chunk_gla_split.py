@@ -12,30 +12,13 @@ from __future__ import annotations
 
 import pytest
 import torch
-import torch.nn.functional as F
+from chunk_gla_inputs import DEVICE
+from chunk_gla_inputs import chunk_gla_inputs as _inputs
 from marks import slow
 
 from attnops_kernels.chunk_gla import config as CF
 from attnops_kernels.chunk_gla import reference
 from attnops_kernels.chunk_gla import triton as C
-
-DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
-
-
-def _inputs(B, T, H, K, V, dtype, h0, strided=False):
-    gen = torch.Generator().manual_seed(B * 1000 + T + K)
-
-    def rnd(*shape):
-        return torch.randn(*shape, generator=gen).to(DEVICE)
-
-    q, k, v = rnd(B, T, H, K).to(dtype), rnd(B, T, H, K).to(dtype), rnd(B, T, H, V).to(dtype)
-    g = F.logsigmoid(rnd(B, T, H)) * 0.3
-    if strided:  # head-major storage seen through [B, T, H, D] views, and a padded k
-        q, v = (x.transpose(1, 2).contiguous().transpose(1, 2) for x in (q, v))
-        k = torch.cat([k, torch.zeros_like(k)], dim=-1)[..., :K]
-        g = g.transpose(1, 2).contiguous().transpose(1, 2)
-    init = rnd(B, H, K, V) if h0 else None
-    return q, k, v, g, init
 
 
 @pytest.mark.parametrize(

@@ -303,3 +303,19 @@ def _zero_uncovered(x, head, tail, T, i_h, H, D: tl.constexpr, o_d, m_d, o_t, BT
     # _zero_rows over the rows that _uncovered gives: [0, head) and [tail, T).
     _zero_rows(x, 0, head, i_h, H, D, o_d, m_d, o_t, BT, BD)
     _zero_rows(x, tail, T, i_h, H, D, o_d, m_d, o_t, BT, BD)
+
+
+@triton.jit
+def _program_seq(i_nh, cu, flag, T, H, USE_CU: tl.constexpr, USE_FLAG: tl.constexpr):
+    # A program of a sequential walk: i_nh enumerates (sequence, head) pairs, head fastest; grid
+    # axis 1 the V blocks. Returns (sequence, head, V block, batch row, first token, end token,
+    # whether the offsets fall). With USE_FLAG the walk works only where packed offsets fall
+    # (flag, set by _gla_fwd_g_kernel): elsewhere its end token is its first (nothing to walk).
+    i_n = i_nh // H
+    i_h = i_nh % H
+    i_b, bos, eos = _seq_bounds(cu, i_n, T, USE_CU)
+    fallen = True
+    if USE_FLAG:
+        fallen = tl.load(flag) != 0
+        eos = tl.where(fallen, eos, bos)
+    return i_n, i_h, tl.program_id(1), i_b, bos, eos, fallen

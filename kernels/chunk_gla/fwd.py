@@ -17,8 +17,8 @@ from .common import (
     _head_ptr,
     _head_ptr_t,
     _load_state,
+    _program_seq,
     _rows,
-    _seq_bounds,
     _slot_chunk,
     _slot_owner,
     _slot_uncovered,
@@ -132,15 +132,10 @@ def _gla_fwd_fused_kernel(
     # walked whole whatever their offsets, and tokens outside every sequence get zeros; with
     # FALLEN_ONLY the programs do nothing unless the offsets fall somewhere (flag, set by
     # _gla_fwd_g_kernel), behind the chunk-parallel passes that produced everything else.
-    i_nh = tl.program_id(0) // NSEG
     i_seg = tl.program_id(0) % NSEG
-    i_n = i_nh // H
-    i_h = i_nh % H
-    i_b, bos, eos = _seq_bounds(cu, i_n, T, USE_CU)
-    fallen = True
-    if FALLEN_ONLY:
-        fallen = tl.load(flag) != 0
-        eos = tl.where(fallen, eos, bos)
+    i_n, i_h, i_v, i_b, bos, eos, fallen = _program_seq(
+        tl.program_id(0) // NSEG, cu, flag, T, H, USE_CU, FALLEN_ONLY
+    )
     if USE_CU:
         c0 = bos // BT + i_n
         c_lo = 0
@@ -150,7 +145,7 @@ def _gla_fwd_fused_kernel(
         c_lo = i_seg * CPS
         c_hi = tl.minimum(c_lo + CPS, NT)
     DT = q.dtype.element_ty
-    o_t, o_k, o_v, m_k, m_v = _tile_offsets(tl.program_id(1), K, V, BT, BK, BV)
+    o_t, o_k, o_v, m_k, m_v = _tile_offsets(i_v, K, V, BT, BK, BV)
     causal = o_t[:, None] >= o_t[None, :]
     p_q0 = _head_ptr(q, i_b, i_h, q_st, o_k)
     p_k0 = _head_ptr(k, i_b, i_h, k_st, o_k)

@@ -17,30 +17,14 @@ from .common import (
     _dot,
     _head_ptr,
     _load_state,
+    _program_seq,
     _rows,
-    _seq_bounds,
     _span,
     _state_offsets,
     _tile_offsets,
     _uncovered,
     _zero_uncovered,
 )
-
-
-@triton.jit
-def _program_seq(cu, flag, T, H, USE_CU: tl.constexpr):
-    # Grid axis 0 enumerates (sequence, head) pairs, head fastest; axis 1, where there is one,
-    # the V blocks. Returns (sequence, head, V block, batch row, first token, end token, whether
-    # the offsets fall); the end token is the first where they do not (nothing to walk).
-    i_nh = tl.program_id(0)
-    i_n = i_nh // H
-    i_h = i_nh % H
-    i_b, bos, eos = _seq_bounds(cu, i_n, T, USE_CU)
-    fallen = True
-    if USE_CU:
-        fallen = tl.load(flag) != 0
-        eos = tl.where(fallen, eos, bos)
-    return i_n, i_h, tl.program_id(1), i_b, bos, eos, fallen
 
 
 @triton.jit
@@ -56,7 +40,9 @@ def _gla_bwd_dkv_kernel(
     BV: tl.constexpr, USE_CU: tl.constexpr, USE_DHT: tl.constexpr, MODE: tl.constexpr,
 ):  # fmt: skip
     # dv, and the partial dk and dg of this V block, walking the chunks from the last; dh0.
-    i_n, i_h, i_v, i_b, bos, eos, fallen = _program_seq(cu, flag, T, H, USE_CU)
+    i_n, i_h, i_v, i_b, bos, eos, fallen = _program_seq(
+        tl.program_id(0), cu, flag, T, H, USE_CU, USE_CU
+    )
     DT = q.dtype.element_ty
     o_t, o_k, o_v, m_k, m_v = _tile_offsets(i_v, K, V, BT, BK, BV)
     # transposed causal mask: row j (key) <= column i (query)
@@ -127,7 +113,9 @@ def _gla_bwd_dq_kernel(
 ):  # fmt: skip
     # The partial dq of this V block, its part of dg (added to the dkv kernel's), and
     # <dht, S_T> for dg, walking the chunks in order.
-    i_n, i_h, i_v, i_b, bos, eos, fallen = _program_seq(cu, flag, T, H, USE_CU)
+    i_n, i_h, i_v, i_b, bos, eos, fallen = _program_seq(
+        tl.program_id(0), cu, flag, T, H, USE_CU, USE_CU
+    )
     DT = k.dtype.element_ty
     o_t, o_k, o_v, m_k, m_v = _tile_offsets(i_v, K, V, BT, BK, BV)
     causal = o_t[:, None] >= o_t[None, :]
@@ -184,7 +172,9 @@ def _gla_bwd_dg_kernel(
     USE_DHT: tl.constexpr, MODE: tl.constexpr,
 ):  # fmt: skip
     # dq, dk and dg from the V blocks' partials, walking the chunks from the last.
-    i_n, i_h, _, i_b, bos, eos, fallen = _program_seq(cu, flag, T, H, USE_CU)
+    i_n, i_h, _, i_b, bos, eos, fallen = _program_seq(
+        tl.program_id(0), cu, flag, T, H, USE_CU, USE_CU
+    )
     o_t = tl.arange(0, BT)
     o_k = tl.arange(0, BK)
     m_k = o_k < K

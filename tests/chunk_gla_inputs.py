@@ -1,0 +1,26 @@
+"""Inputs of chunk_gla's launcher tests (tests/test_chunk_gla_split.py, test_chunk_gla_fused.py)."""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
+
+
+def chunk_gla_inputs(B, T, H, K, V, dtype, h0, strided=False):
+    """(q, k, v, g, initial state or None), seeded by the sizes; g = 0.3 logsigmoid(randn).
+    ``strided``: q and v head-major, k padded, g head-major, seen as [B, T, H, ...] views."""
+    gen = torch.Generator().manual_seed(B * 1000 + T + K)
+
+    def rnd(*shape):
+        return torch.randn(*shape, generator=gen).to(DEVICE)
+
+    q, k, v = rnd(B, T, H, K).to(dtype), rnd(B, T, H, K).to(dtype), rnd(B, T, H, V).to(dtype)
+    g = F.logsigmoid(rnd(B, T, H)) * 0.3
+    if strided:  # head-major storage seen through [B, T, H, D] views, and a padded k
+        q, v = (x.transpose(1, 2).contiguous().transpose(1, 2) for x in (q, v))
+        k = torch.cat([k, torch.zeros_like(k)], dim=-1)[..., :K]
+        g = g.transpose(1, 2).contiguous().transpose(1, 2)
+    init = rnd(B, H, K, V) if h0 else None
+    return q, k, v, g, init
