@@ -11,6 +11,8 @@ passes (tests/test_kernel_bounds.py and the generated malformed-offsets tests co
 
 from __future__ import annotations
 
+import math
+
 import pytest
 import torch
 from chunk_gla_inputs import DEVICE
@@ -136,3 +138,30 @@ def test_the_plan_walks_where_it_measured_faster():
     assert plan(8, 2048, 32, 64, 64, bf16, True, False) is None
     assert plan(8, 2048, 32, 64, 64, torch.float32, False, False) is None
     assert plan(1, 32768, 16, 256, 128, bf16, False, False) is None
+
+
+@pytest.mark.parametrize(
+    ("value", "first", "run", "segments"),
+    [
+        (-math.inf, 0, 40, 1),  # a long run of resets, then ordinary tokens in the same chunk
+        (-1e10, 10, 44, 2),  # across a segment boundary's chunk
+        (-104.0, 64, 60, 3),
+        slow(0.0, 0, 200, 2),  # no decay at all: the state only grows
+    ],
+)
+def test_one_walk_at_the_edges_of_the_log_decay(monkeypatch, value, first, run, segments):
+    # The log-decay's declared domain is [-inf, 0] (ops.yaml): its edges through the walk, with
+    # and without segments, against the reference (as tests/test_fuzz_extremes.py checks them
+    # through the other paths).
+    from codegen.runtime.testing_edges import assert_close_at_edge
+
+    B, T, H, K, V = 1, 200, 2, 16, 16
+    q, k, v, g, init = _inputs(B, T, H, K, V, torch.float32, True)
+    g = g.clone()
+    g[:, first : first + run] = value
+    _force(monkeypatch, T, K, torch.float32, segments, [])
+    o, _, ht = C.chunk_gla_fwd(q, k, v, g, None, init, None, True)
+    want_o, want_ht = reference.chunk_gla_ref(q, k, v, g, None, init, True, None)
+    what = f"g = {value:g} over tokens {first}..{first + run - 1}, {segments} segment(s)"
+    assert_close_at_edge(o, want_o, 1e-4, 1e-4, f"{what}: output", True)
+    assert_close_at_edge(ht, want_ht, 1e-4, 1e-4, f"{what}: final state", True)
