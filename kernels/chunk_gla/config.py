@@ -62,10 +62,11 @@ _FUSED_SEG_PROGRAMS = 256
 _FUSED_SEG_MIN_CHUNKS = 16
 
 
-@functools.cache
 def _fused_plan(B, T, H, K, V, dtype, use_cu, save_states):
     """((BK, BV, num_warps, num_stages), (chunks per segment, segments)) of the forward in one
-    walk for these sizes, or None for the state walk and output pass."""
+    walk for these sizes, or None for the state walk and output pass. Not cached: a few integer
+    operations, and a cache keyed by batch and length would grow with every length a caller
+    passes."""
     if use_cu or dtype == torch.float32 or K > 128:
         return None
     BK = max(64, next_power_of_2(K))
