@@ -39,6 +39,7 @@ _CUTE_DTYPES = {
     torch.bfloat16: cutlass.BFloat16,
     torch.float16: cutlass.Float16,
     torch.float32: cutlass.Float32,
+    torch.int32: cutlass.Int32,
 }
 
 _FORCE_DLPACK = False
@@ -55,7 +56,7 @@ def tvm_ffi_available() -> bool:
 
 
 def cute_dtype(dtype: torch.dtype) -> type[cutlass.Numeric]:
-    """The CuTe numeric type of a torch floating dtype (bfloat16, float16, float32)."""
+    """The CuTe numeric type of a torch dtype (bfloat16, float16, float32, int32)."""
     try:
         return _CUTE_DTYPES[dtype]
     except KeyError:

@@ -25,6 +25,13 @@ from attnops_kernels.chunk_gla import reference
 from attnops_kernels.chunk_gla import triton as C
 
 
+@pytest.fixture(autouse=True)
+def _triton_forward(monkeypatch):
+    # The Triton plans under test, also where the CuTeDSL walk would take the forward
+    # (config._cute_plan: Hopper with CuTeDSL installed).
+    monkeypatch.setattr(CF, "_CUTE_WALK", False)
+
+
 class _Spy:
     """``launchable`` that records (kernel, grid) of each launch."""
 

@@ -23,6 +23,13 @@ from attnops_kernels.chunk_gla import triton as C
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
 
 
+@pytest.fixture(autouse=True)
+def _triton_forward(monkeypatch):
+    # The Triton plans under test, also where the CuTeDSL walk would take the forward
+    # (config._cute_plan: Hopper with CuTeDSL installed).
+    monkeypatch.setattr(CF, "_CUTE_WALK", False)
+
+
 def _inputs(B, T, H, K, V, dtype, N, seed=0):
     gen = torch.Generator().manual_seed(seed + T * 10 + K + V)
 

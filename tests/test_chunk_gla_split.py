@@ -21,6 +21,13 @@ from attnops_kernels.chunk_gla import reference
 from attnops_kernels.chunk_gla import triton as C
 
 
+@pytest.fixture(autouse=True)
+def _triton_forward(monkeypatch):
+    # The Triton plans under test, also where the CuTeDSL walk would take the forward
+    # (config._cute_plan: Hopper with CuTeDSL installed).
+    monkeypatch.setattr(CF, "_CUTE_WALK", False)
+
+
 @pytest.mark.parametrize(
     ("B", "T", "H", "K", "V", "dtype", "h0", "min_chunks", "strided"),
     [

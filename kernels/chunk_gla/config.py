@@ -4,6 +4,8 @@ them is in docs/performance.md ("chunk_gla tuning history"); tests and benchmark
 names here to force other paths."""
 
 import functools
+import importlib.util
+import os
 
 import torch
 
@@ -172,3 +174,57 @@ def _state_slots(B, T, N, use_cu):
     # leave at most one gap slot each.
     NT = cdiv(T, _BT)
     return NT + N - 1 if use_cu else B * NT
+
+
+# The forward in one walk in CuTeDSL (cute.py) on Hopper, where its contract holds (see
+# _cute_plan). Opt-in (ATTNOPS_CHUNK_GLA_CUTE=1 in the environment, read at import): it is
+# correct but measured slower than the Triton plans on the H200 (docs/performance.md, "chunk_gla:
+# the CuTeDSL walk"), so it is not chosen by default. Long sequences on few heads are split into
+# segments of at least _CUTE_SEG_MIN_CHUNKS chunks until about _CUTE_SEG_PROGRAMS CTAs walk.
+# Tests and benchmarks set _CUTE_WALK to choose.
+_CUTE_WALK = os.environ.get("ATTNOPS_CHUNK_GLA_CUTE", "0") == "1"
+_CUTE_SEG_PROGRAMS = 256
+_CUTE_SEG_MIN_CHUNKS = 16
+
+
+@functools.cache
+def _cute_available(device_index):
+    """Whether the CuTeDSL walk can run on this CUDA device: a Hopper GPU (compute capability
+    9.0) and the ``cutlass`` package importable (found, not imported)."""
+    if importlib.util.find_spec("cutlass") is None:
+        return False
+    return torch.cuda.get_device_capability(device_index) == (9, 0)
+
+
+def _tma_ready(t):
+    """A tensor the TMA can read: last mode contiguous, 16-byte aligned base and strides."""
+    size = t.element_size()
+    return (
+        t.stride(-1) == 1
+        and t.data_ptr() % 16 == 0
+        and all(s * size % 16 == 0 for s in t.stride()[:-1])
+    )
+
+
+def _cute_plan(q, k, v, use_cu, save_states):
+    """(chunks per segment, segments) of the CuTeDSL walk for these inputs, or None where its
+    contract does not hold: 16-bit CUDA inputs on Hopper with CuTeDSL installed, K of 64 or 128,
+    V a multiple of 8, the chunk states not kept, every tensor TMA-ready, and 32-bit indices.
+    Packed sequences are walked whole (one segment)."""
+    if not _CUTE_WALK or save_states or not q.is_cuda:
+        return None
+    B, T, H, K = q.shape
+    V = v.shape[-1]
+    if q.dtype not in (torch.bfloat16, torch.float16) or K not in (64, 128) or V % 8:
+        return None
+    if max(q.numel(), v.numel(), B * H * 2 * T, T * 64) >= 2**31 or T == 0 or V == 0:
+        return None
+    if not all(_tma_ready(t) for t in (q, k, v)) or not _cute_available(q.device.index):
+        return None
+    NT = cdiv(T, _BT)
+    if use_cu:
+        return NT, 1
+    programs = B * H * cdiv(V, 64)
+    nseg = min(cdiv(_CUTE_SEG_PROGRAMS, programs), max(1, NT // _CUTE_SEG_MIN_CHUNKS))
+    cps = cdiv(NT, nseg)
+    return cps, cdiv(NT, cps)

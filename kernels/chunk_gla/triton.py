@@ -268,6 +268,9 @@ def chunk_gla_fwd(
     h_shape = (NS if save_states else 0, H, K, V)
     h = (q.new_zeros if use_cu else q.new_empty)(h_shape, dtype=sdt)
     st = (q.stride(), k.stride(), v.stride())
+    cute_plan = config._cute_plan(q, k, v, use_cu, save_states)
+    if cute_plan is not None:
+        return _cute_fwd(q, k, v, g, o, h, h0, ht, cu_seqlens, scale, N, NT, NS, mode, cute_plan)
     plan = config._fused_plan(B, T, H, K, V, q.dtype, use_cu, save_states)
     if plan is not None:
         (BK, BV, warps, stages), (cps, nseg) = plan
@@ -315,6 +318,29 @@ def chunk_gla_fwd(
     # Under the interpreter bf16 states are walked in float32 (MODE 2); the products round them
     # to bf16 on use, so h is returned rounded as the GPU stores it.
     return o, h if mode == 0 else h.to(q.dtype), ht
+
+
+def _cute_fwd(q, k, v, g, o, h, h0, ht, cu, scale, N, NT, NS, mode, plan):
+    """The forward as one CuTeDSL walk (cute.py), with segments as the Triton walk has them:
+    the state at each segment's start first comes from each segment's own walk. Packed
+    sequences are walked whole, their offsets clamped first as the Triton kernels clamp them
+    (so that int64 offsets beyond int32 keep their meaning)."""
+    from . import cute
+
+    B, T, H, K = q.shape
+    cps, nseg = plan
+    gc = q.new_empty((B, H, 2, T), dtype=torch.float32)
+    flag = q.new_empty((1,), dtype=torch.int32) if cu is not None else None
+    _launch_g(o, g, gc, cu, flag, N, NT, NS, config._BT)
+    s0 = h0
+    if nseg > 1:
+        state_cfg = config._fwd_config(K, v.shape[-1], q.dtype)[1]
+        s0 = _launch_walk(
+            o, k, v, gc, h0, None, ht, None, None, N, NT, config._BT, state_cfg, mode, plan
+        )
+    cu32 = None if cu is None else cu.clamp(0, T).to(torch.int32)
+    cute.walk(q, k, v, gc, s0, o, ht if nseg == 1 else None, cu32, float(scale), cps, nseg)
+    return o, h, ht
 
 
 def chunk_gla_bwd(

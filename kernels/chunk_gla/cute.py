@@ -1,0 +1,498 @@
+"""chunk_gla's forward in one walk, in CuTeDSL for Hopper (sm90): warpgroup matrix products
+(wgmma) on tiles that the tensor memory accelerator (TMA) brings into shared memory.
+
+Same function as ``_gla_fwd_fused_kernel`` (fwd.py) without stored chunk states: one CTA of one
+warpgroup per (sequence or segment, head, V block of 64) walks its chunks of 64 tokens in order
+with the state ``S`` (``[K, 64]``, float32) in registers. Packed sequences are walked whole from
+their clamped offsets; the CTAs of the first and the last sequence zero the tokens that no
+sequence covers. The launcher and its contract are in triton.py (``_cute_fwd``) and config.py
+(``_cute_plan``); the walk is opt-in because it measured slower than the Triton plans
+(docs/performance.md, "chunk_gla: the CuTeDSL walk").
+
+Note [chunk_gla CuTe walk]: per chunk, with ``G`` the in-chunk cumulative log-decay (and ``C`` its
+compensation, Note [log-decay floor]) read from the ``[B, H, 2, T]`` scratch of
+``_gla_fwd_g_kernel``:
+
+    A   = q k^T                              (wgmma, both operands in shared memory)
+    O2  = q S16                              (S16: the state rounded to 16 bits in shared memory)
+    P   = A * scale * exp(G_i - G_j), j <= i (registers, then rounded to 16 bits in place: the
+                                             A operand of the next product stays in registers)
+    o   = P v + scale * exp(G_i) * O2
+    vd  = v * exp(G_L - G_j)                 (into shared memory)
+    S   = exp(G_L) S + k^T vd                (k's tile read transposed: the same bytes, viewed
+                                             as the M-major A operand)
+
+The loads of chunk ``c + 2`` are in flight while chunk ``c`` is computed (two stages of q, k and
+v tiles, each completing on its own mbarrier); the log-decay of chunk ``c + 1`` is read into
+registers at the start of chunk ``c`` and published to shared memory at its end. Tokens past
+``T`` are zeros (the TMA fills them); tokens past a packed sequence's end (the next sequence's)
+enter neither the state (weight exp(-inf) = 0) nor the attention (the causal mask stops at the
+sequence's end), and their outputs are not stored.
+"""
+
+from __future__ import annotations
+
+import math
+
+import cuda.bindings.driver as cuda
+import cutlass
+import cutlass.cute as cute
+import cutlass.utils as utils
+import cutlass.utils.hopper_helpers as sm90_utils
+import torch
+from cutlass import Float32, Int32, const_expr
+from cutlass.cute.nvgpu import cpasync, warpgroup
+from cutlass.tensor_utils.layout import LayoutEnum
+
+from .._cute import CompileCache, TensorArg
+
+BT = 64  # tokens per chunk
+BV = 64  # V columns per CTA
+_THREADS = 128  # one warpgroup
+_STAGES = 2
+_LOG2E = math.log2(math.e)
+# Separate wgmma groups, so that A = q k^T is used while q S16 runs, and the output is stored
+# while the state's product runs (False: each pair of products waited for together).
+OVERLAP = True
+
+
+def _gemm(tiled_mma, acc, a, b, accumulate: bool):
+    """acc (+)= a b over every k block of the partitioned operands (MMA, MMA_M|N, MMA_K)."""
+    for kb in range(cute.size(a, mode=[2])):
+        tiled_mma.set(warpgroup.Field.ACCUMULATE, accumulate or kb != 0)
+        cute.gemm(tiled_mma, acc, a[None, None, kb], b[None, None, kb], acc)
+
+
+def _acc_as_operand_a(acc: cute.Tensor, tiled_mma_rs, dtype) -> cute.Tensor:
+    """A float32 accumulator rounded to ``dtype`` as the register A operand of ``tiled_mma_rs``:
+    for 16-bit types a thread's accumulator values are already the A values it must hold, so
+    only the layout's grouping changes (k blocks of 16 columns)."""
+    a = tiled_mma_rs.tv_layout_A.shape[1]
+    c = acc.layout
+    layout = cute.make_layout(
+        (a, c.shape[1], (c.shape[2], cute.size(c, mode=[0]) // cute.size(a))),
+        stride=(c.stride[0], c.stride[1], (c.stride[2], cute.size(a, mode=[2]) * c.stride[0][2])),
+    )
+    op = cute.make_rmem_tensor_like(layout, dtype)
+    cute.make_tensor(op.iterator, acc.layout).store(acc.load().to(dtype))
+    return op
+
+
+@cute.jit
+def _issue(loads, bars, c, s, stage_bytes: cutlass.Constexpr):
+    """One warp: the TMA loads of chunk c's q, k and v tiles into stage s (a TMA copy elects
+    its issuing lane itself, so every lane of the warp must reach it)."""
+    tma_q, tQg, tQs, tma_k, tKg, tKs, tma_v, tVg, tVs = loads
+    with cute.arch.elect_one():
+        cute.arch.mbarrier_arrive_and_expect_tx(bars + s, stage_bytes)
+    cute.copy(tma_q, tQg[None, c], tQs[None, s], tma_bar_ptr=bars + s)
+    cute.copy(tma_k, tKg[None, c], tKs[None, s], tma_bar_ptr=bars + s)
+    cute.copy(tma_v, tVg[None, c], tVs[None, s], tma_bar_ptr=bars + s)
+
+
+@cute.jit
+def _load_decay(mGc, i_b, i_h, t0, eos, tid):
+    """The log-decay of the chunk at token t0 of a sequence ending at eos: thread t < BT gets
+    token t0 + t's G and C (zeros past the sequence's end); every
+    thread gets G_L; and G_L - G_t (with compensation; -inf past the end)."""
+    g = Float32(0.0)
+    cc = Float32(0.0)
+    if tid < BT and t0 + tid < eos:
+        g = mGc[i_b, i_h, 0, t0 + tid]
+        cc = mGc[i_b, i_h, 1, t0 + tid]
+    last = cutlass.min(t0 + BT, eos) - 1
+    gl = mGc[i_b, i_h, 0, last]
+    cl = mGc[i_b, i_h, 1, last]
+    # G_L - G past the end: -inf, so that those tokens enter the state with weight 0.
+    span = Float32(-math.inf)
+    if tid < BT and t0 + tid < eos:
+        span = (gl - g) + (cl - cc)
+    return g, cc, gl, span
+
+
+@cute.jit
+def _publish_decay(dec, tid, g, cc, gl, span, scale):
+    """Threads t < BT write token t's G, C, exp(G_L - G) (0 past the sequence's end, whose
+    tokens, another sequence's with packed sequences, must not enter the state),
+    scale * exp(G) and G_L to ``dec``."""
+    if tid < BT:
+        dec[tid, 0] = g
+        dec[tid, 1] = cc
+        dec[tid, 2] = cute.math.exp2(span * _LOG2E, fastmath=True)
+        dec[tid, 3] = cute.math.exp2(g * _LOG2E, fastmath=True) * scale
+        dec[tid, 4] = gl
+
+
+class _Walk:
+    """The walk for one (dtype, K, flags): see the module docstring."""
+
+    def __init__(
+        self, dtype, K: int, use_s0: bool, store_ht: bool, use_cu: bool, overlap: bool
+    ) -> None:
+        self.use_cu = use_cu
+        self.overlap = overlap
+        self.dtype = dtype
+        self.K = K
+        self.use_s0 = use_s0
+        self.store_ht = store_ht
+
+    def _layouts(self):
+        K, dt = self.K, self.dtype
+        row, col = LayoutEnum.ROW_MAJOR, LayoutEnum.COL_MAJOR
+        # q: A of q k^T and of q S16, K-major. k: B of q k^T, K-major. v (and vd): B of P v and
+        # of k^T vd, N-major. S16: B of q S16, N-major.
+        sq = sm90_utils.make_smem_layout_a(row, (BT, BT, K), dt, _STAGES)
+        sk = sm90_utils.make_smem_layout_b(row, (BT, BT, K), dt, _STAGES)
+        sv = sm90_utils.make_smem_layout_b(col, (BT, BV, BT), dt, _STAGES)
+        svd = sm90_utils.make_smem_layout_b(col, (BT, BV, BT), dt, 1)
+        sh = sm90_utils.make_smem_layout_b(col, (BT, BV, K), dt, 1)
+        return sq, sk, sv, svd, sh
+
+    def _mmas(self):
+        dt, K, MN = self.dtype, warpgroup.OperandMajorMode.K, warpgroup.OperandMajorMode.MN
+        f32 = Float32
+        qk = sm90_utils.make_trivial_tiled_mma(dt, dt, K, K, f32, (1, 1, 1), (BT, BT))
+        qs = sm90_utils.make_trivial_tiled_mma(dt, dt, K, MN, f32, (1, 1, 1), (BT, BV))
+        pv = sm90_utils.make_trivial_tiled_mma(
+            dt, dt, K, MN, f32, (1, 1, 1), (BT, BV), warpgroup.OperandSource.RMEM
+        )
+        kv = sm90_utils.make_trivial_tiled_mma(dt, dt, MN, MN, f32, (1, 1, 1), (BT, BV))
+        return qk, qs, pv, kv
+
+    @cute.jit
+    def __call__(
+        self,
+        mQ: cute.Tensor,  # [B, T, H, K]
+        mK: cute.Tensor,  # [B, T, H, K]
+        mV: cute.Tensor,  # [B, T, H, V]
+        mGc: cute.Tensor,  # [B, H, 2, T] float32
+        mS0: cute.Tensor,  # [B * NSEG, H, K, V] float32 (unused without use_s0)
+        mO: cute.Tensor,  # [B, T, H, V]
+        mHt: cute.Tensor,  # [B * NSEG, H, K, V] float32 (unused without store_ht)
+        mCu: cute.Tensor,  # [N + 1] int32 offsets of packed sequences (unused without use_cu)
+        scale: Float32,
+        cps: Int32,
+        nseg: Int32,
+        stream: cuda.CUstream,
+    ):
+        K = self.K
+        B, T, H, V = mV.shape
+        sq, sk, sv, svd, sh = self._layouts()
+        qk, qs, pv, kv = self._mmas()
+
+        def tma(t, smem, cols):
+            # (T, cols, H, B) view of a [B, T, H, cols] tensor, tiles of (BT, cols).
+            view = cute.make_tensor(
+                t.iterator,
+                cute.make_layout(
+                    (t.shape[1], t.shape[3], t.shape[2], t.shape[0]),
+                    stride=(t.stride[1], t.stride[3], t.stride[2], t.stride[0]),
+                ),
+            )
+            one = cute.slice_(smem, (None, None, 0))
+            return cpasync.make_tiled_tma_atom(
+                cpasync.CopyBulkTensorTileG2SOp(), view, one, (BT, cols)
+            )
+
+        # k's tile (tokens, K) for the B operand is K-major, but the TMA box is (tokens, K)
+        # either way; v's smem layout is (V, tokens), so its box is given in that order.
+        tma_q, gq = tma(mQ, sq, K)
+        tma_k, gk = tma(mK, sk, K)
+        v_view = cute.make_tensor(
+            mV.iterator,
+            cute.make_layout(
+                (V, T, H, B), stride=(mV.stride[3], mV.stride[1], mV.stride[2], mV.stride[0])
+            ),
+        )
+        tma_v, gv = cpasync.make_tiled_tma_atom(
+            cpasync.CopyBulkTensorTileG2SOp(), v_view, cute.slice_(sv, (None, None, 0)), (BV, BT)
+        )
+        stage_bytes = (
+            cute.size_in_bytes(self.dtype, cute.slice_(sq, (None, None, 0)))
+            + cute.size_in_bytes(self.dtype, cute.slice_(sk, (None, None, 0)))
+            + cute.size_in_bytes(self.dtype, cute.slice_(sv, (None, None, 0)))
+        )
+
+        dt = self.dtype
+
+        @cute.struct
+        class Shared:
+            bars: cute.struct.MemRange[cutlass.Int64, _STAGES]
+            dec: cute.struct.MemRange[Float32, 5 * BT]
+            q: cute.struct.Align[cute.struct.MemRange[dt, cute.cosize(sq)], 1024]
+            k: cute.struct.Align[cute.struct.MemRange[dt, cute.cosize(sk)], 1024]
+            v: cute.struct.Align[cute.struct.MemRange[dt, cute.cosize(sv)], 1024]
+            vd: cute.struct.Align[cute.struct.MemRange[dt, cute.cosize(svd)], 1024]
+            h: cute.struct.Align[cute.struct.MemRange[dt, cute.cosize(sh)], 1024]
+
+        self.kernel(
+            qk, qs, pv, kv, tma_q, gq, tma_k, gk, tma_v, gv, mGc, mS0, mO, mHt, mCu, scale, cps,
+            nseg, sq, sk, sv, svd, sh, Shared, stage_bytes,
+        ).launch(
+            grid=(cute.ceil_div(V, BV), H, mCu.shape[0] - 1 if const_expr(self.use_cu) else B * nseg),
+            block=(_THREADS, 1, 1),
+            smem=Shared.size_in_bytes(),
+            stream=stream,
+        )  # fmt: skip
+
+    @cute.kernel
+    def kernel(
+        self,
+        qk: cute.TiledMma,
+        qs: cute.TiledMma,
+        pv: cute.TiledMma,
+        kv: cute.TiledMma,
+        tma_q: cute.CopyAtom,
+        gq: cute.Tensor,
+        tma_k: cute.CopyAtom,
+        gk: cute.Tensor,
+        tma_v: cute.CopyAtom,
+        gv: cute.Tensor,
+        mGc: cute.Tensor,
+        mS0: cute.Tensor,
+        mO: cute.Tensor,
+        mHt: cute.Tensor,
+        mCu: cute.Tensor,
+        scale: Float32,
+        cps: Int32,
+        nseg: Int32,
+        sq_l: cute.ComposedLayout,
+        sk_l: cute.ComposedLayout,
+        sv_l: cute.ComposedLayout,
+        svd_l: cute.ComposedLayout,
+        sh_l: cute.ComposedLayout,
+        Shared: cutlass.Constexpr,
+        stage_bytes: cutlass.Constexpr,
+    ):
+        K = self.K
+        tid, _, _ = cute.arch.thread_idx()
+        i_v, i_h, i_z = cute.arch.block_idx()
+        T = mO.shape[1]
+        V = mO.shape[3]
+        if const_expr(self.use_cu):
+            # Sequence i_z of the packed batch row, its offsets clamped into [0, T] as the
+            # Triton kernels clamp them (common.py, _seq_bounds), walked whole.
+            i_b = Int32(0)
+            bos = cutlass.min(cutlass.max(mCu[i_z], 0), T)
+            eos = cutlass.min(cutlass.max(mCu[i_z + 1], bos), T)
+            c_lo = Int32(0)
+            c_hi = (eos - bos + BT - 1) // BT
+            i_state = i_z
+        else:
+            i_b = i_z // nseg
+            i_seg = i_z % nseg
+            bos = Int32(0)
+            eos = T
+            c_lo = i_seg * cps
+            c_hi = cutlass.min(c_lo + cps, (T + BT - 1) // BT)
+            i_state = i_b * nseg + i_seg
+
+        smem = utils.SmemAllocator()
+        st = smem.allocate(Shared)
+        bars = st.bars.data_ptr()
+        sQ = st.q.get_tensor(sq_l.outer, swizzle=sq_l.inner)  # (BT, K, stage)
+        sK = st.k.get_tensor(sk_l.outer, swizzle=sk_l.inner)  # (BT, K, stage)
+        sV = st.v.get_tensor(sv_l.outer, swizzle=sv_l.inner)  # (BV, BT, stage)
+        sVd = st.vd.get_tensor(svd_l.outer, swizzle=svd_l.inner)  # (BV, BT, 1)
+        sH = st.h.get_tensor(sh_l.outer, swizzle=sh_l.inner)  # (BV, K, 1)
+        # k^T: the same bytes as the (tokens, K) tile, as an M-major (K, tokens) operand.
+        sKt = cute.make_tensor(sK.iterator, cute.select(sK.layout, mode=[1, 0, 2]))
+        # S16 as (K, V) to be written from the state's accumulator.
+        sHmn = cute.make_tensor(sH.iterator, cute.select(sH.layout, mode=[1, 0, 2]))
+        dec = st.dec.get_tensor(cute.make_layout((BT, 5)))  # G, C, exp(G_L - G), scale*exp(G), G_L
+
+        warp = cute.arch.make_warp_uniform(cute.arch.warp_idx())
+        if warp == 0:
+            with cute.arch.elect_one():
+                for s in cutlass.range_constexpr(_STAGES):
+                    cute.arch.mbarrier_init(bars + s, 1)
+            cute.arch.mbarrier_init_fence()
+            cpasync.prefetch_descriptor(tma_q)
+            cpasync.prefetch_descriptor(tma_k)
+            cpasync.prefetch_descriptor(tma_v)
+
+        # TMA views of this (sequence, head, V block).
+        # Chunks start at the sequence's first token (tiles of the TMA's coordinates).
+        gq_s = gq[None, None, i_h, i_b]
+        gk_s = gk[None, None, i_h, i_b]
+        gv_s = gv[None, None, i_h, i_b]
+        if const_expr(self.use_cu):
+            gq_s = cute.domain_offset((bos, 0), gq_s)
+            gk_s = cute.domain_offset((bos, 0), gk_s)
+            gv_s = cute.domain_offset((0, bos), gv_s)
+        gQ = cute.local_tile(gq_s, (BT, K), (None, 0))  # (BT, K, chunks)
+        gK = cute.local_tile(gk_s, (BT, K), (None, 0))
+        gV = cute.local_tile(gv_s, (BV, BT), (i_v, None))  # (BV, BT, chunks)
+        tQs, tQg = cpasync.tma_partition(
+            tma_q, 0, cute.make_layout(1), cute.group_modes(sQ, 0, 2), cute.group_modes(gQ, 0, 2)
+        )
+        tKs, tKg = cpasync.tma_partition(
+            tma_k, 0, cute.make_layout(1), cute.group_modes(sK, 0, 2), cute.group_modes(gK, 0, 2)
+        )
+        tVs, tVg = cpasync.tma_partition(
+            tma_v, 0, cute.make_layout(1), cute.group_modes(sV, 0, 2), cute.group_modes(gV, 0, 2)
+        )
+        cute.arch.sync_threads()
+
+        loads = (tma_q, tQg, tQs, tma_k, tKg, tKs, tma_v, tVg, tVs)
+        if warp == 0:
+            for s in cutlass.range_constexpr(_STAGES):
+                if c_lo + s < c_hi:
+                    _issue(loads, bars, c_lo + s, s, stage_bytes)
+
+        t_qk = qk.get_slice(tid)
+        t_qs = qs.get_slice(tid)
+        t_pv = pv.get_slice(tid)
+        t_kv = kv.get_slice(tid)
+        aQ = t_qk.make_fragment_A(t_qk.partition_A(sQ))  # (MMA, M, K, stage)
+        bK = t_qk.make_fragment_B(t_qk.partition_B(sK))
+        aQs = t_qs.make_fragment_A(t_qs.partition_A(sQ))
+        bH = t_qs.make_fragment_B(t_qs.partition_B(sH))
+        bV = t_pv.make_fragment_B(t_pv.partition_B(sV))
+        aKt = t_kv.make_fragment_A(t_kv.partition_A(sKt))
+        bVd = t_kv.make_fragment_B(t_kv.partition_B(sVd))
+
+        acc_s = t_qk.make_fragment_C(t_qk.partition_shape_C((BT, BT)))
+        acc_o2 = t_qs.make_fragment_C(t_qs.partition_shape_C((BT, BV)))
+        acc_o = t_pv.make_fragment_C(t_pv.partition_shape_C((BT, BV)))
+        acc_h = t_kv.make_fragment_C(t_kv.partition_shape_C((K, BV)))
+        cS = t_qk.partition_C(cute.make_identity_tensor((BT, BT)))
+        cO = t_pv.partition_C(cute.make_identity_tensor((BT, BV)))
+        cH = t_kv.partition_C(cute.make_identity_tensor((K, BV)))
+        tHs = t_kv.partition_C(sHmn[None, None, 0])
+
+        # The state at the walk's start.
+        for i in cutlass.range_constexpr(cute.size(acc_h)):
+            acc_h[i] = Float32(0.0)
+            if const_expr(self.use_s0):
+                r, n = cH[i]
+                col = i_v * BV + n
+                if col < V:
+                    acc_h[i] = mS0[i_state, i_h, r, col]
+            tHs[i] = acc_h[i].to(self.dtype)
+
+        if c_lo < c_hi:
+            g0, cc0, gl0, cl0 = _load_decay(mGc, i_b, i_h, bos + c_lo * BT, eos, tid)
+            _publish_decay(dec, tid, g0, cc0, gl0, cl0, scale)
+        cute.arch.fence_proxy("async.shared", space="cta")
+        cute.arch.sync_threads()
+
+        for c in cutlass.range(c_lo, c_hi, unroll=1):
+            s = (c - c_lo) % _STAGES
+            phase = ((c - c_lo) // _STAGES) % 2
+            t0 = bos + c * BT
+            t1 = bos + cutlass.min(c + 1, c_hi - 1) * BT
+            g1, cc1, gl1, cl1 = _load_decay(mGc, i_b, i_h, t1, eos, tid)
+            cute.arch.mbarrier_wait(bars + s, phase)
+
+            warpgroup.fence()
+            _gemm(qk, acc_s, aQ[None, None, None, s], bK[None, None, None, s], False)
+            if const_expr(self.overlap):
+                warpgroup.commit_group()
+            _gemm(qs, acc_o2, aQs[None, None, None, s], bH[None, None, None, 0], False)
+            warpgroup.commit_group()
+
+            # vd = v * exp(G_L - G_j) into shared memory, while the products run.
+            for i in cutlass.range_constexpr(BT * BV // _THREADS):
+                e = tid + i * _THREADS
+                x = sV[e % BV, e // BV, s].to(Float32) * dec[e // BV, 2]
+                sVd[e % BV, e // BV, 0] = x.to(self.dtype)
+            cute.arch.fence_proxy("async.shared", space="cta")
+
+            # A = q k^T is needed now; with overlap, q S16 may still run.
+            warpgroup.wait_group(1 if const_expr(self.overlap) else 0)
+            n_ok = cutlass.min(BT, eos - t0)
+            for i in cutlass.range_constexpr(cute.size(acc_s)):
+                qi, kj = cS[i]
+                p = Float32(0.0)
+                if kj <= qi and qi < n_ok:
+                    span = (dec[qi, 0] - dec[kj, 0]) + (dec[qi, 1] - dec[kj, 1])
+                    p = acc_s[i] * scale * cute.math.exp2(span * _LOG2E, fastmath=True)
+                acc_s[i] = p
+            aP = _acc_as_operand_a(acc_s, pv, self.dtype)
+            egl = cute.math.exp2(dec[0, 4] * _LOG2E, fastmath=True)
+            for i in cutlass.range_constexpr(cute.size(acc_h)):
+                acc_h[i] = acc_h[i] * egl
+            cute.arch.sync_threads()
+
+            warpgroup.fence()
+            _gemm(pv, acc_o, aP, bV[None, None, None, s], False)
+            if const_expr(self.overlap):
+                warpgroup.commit_group()
+            _gemm(kv, acc_h, aKt[None, None, None, s], bVd[None, None, None, 0], True)
+            warpgroup.commit_group()
+            # The output's products (and q S16, committed before) are needed now; with
+            # overlap, the state's product still runs under the output's stores.
+            warpgroup.wait_group(1 if const_expr(self.overlap) else 0)
+
+            for i in cutlass.range_constexpr(cute.size(acc_o)):
+                orow, ocol = cO[i]
+                if orow < n_ok and i_v * BV + ocol < V:
+                    y = acc_o[i] + acc_o2[i] * dec[orow, 3]
+                    mO[i_b, t0 + orow, i_h, i_v * BV + ocol] = y.to(self.dtype)
+            warpgroup.wait_group(0)
+            cute.arch.sync_threads()
+
+            # The state for the next chunk, its log-decay, and the stage's next loads.
+            for i in cutlass.range_constexpr(cute.size(acc_h)):
+                tHs[i] = acc_h[i].to(self.dtype)
+            _publish_decay(dec, tid, g1, cc1, gl1, cl1, scale)
+            cute.arch.fence_proxy("async.shared", space="cta")
+            if warp == 0 and c + _STAGES < c_hi:
+                _issue(loads, bars, c + _STAGES, s, stage_bytes)
+            cute.arch.sync_threads()
+
+        if const_expr(self.use_cu):
+            # Tokens that no sequence covers (before the first's start, after the last's end:
+            # with the clamping, every other token lies in some sequence) get zeros.
+            if i_z == 0:
+                for e in cutlass.range(tid, bos * BV, _THREADS):
+                    if i_v * BV + e % BV < V:
+                        mO[0, e // BV, i_h, i_v * BV + e % BV] = Float32(0.0).to(self.dtype)
+            if i_z == mCu.shape[0] - 2:
+                for e in cutlass.range(eos * BV + tid, T * BV, _THREADS):
+                    if i_v * BV + e % BV < V:
+                        mO[0, e // BV, i_h, i_v * BV + e % BV] = Float32(0.0).to(self.dtype)
+
+        if const_expr(self.store_ht):
+            for i in cutlass.range_constexpr(cute.size(acc_h)):
+                r, n = cH[i]
+                col = i_v * BV + n
+                if col < V:
+                    mHt[i_state, i_h, r, col] = acc_h[i]
+
+
+def _build(key):
+    dtype, K, use_s0, store_ht, use_cu, overlap = key
+    x = TensorArg(dtype, (None, None, None, K), compact=False, align=16)
+    v = TensorArg(dtype, (None, None, None, None), compact=False, align=16)
+    gc = TensorArg(torch.float32, (None, None, 2, None), compact=True)
+    s = TensorArg(torch.float32, (None, None, K, None), compact=True)
+    o = TensorArg(dtype, (None, None, None, None), compact=True, align=16)
+    scalars = (Float32(1.0), Int32(1), Int32(1))
+    fn = _Walk(_cute_dtype(dtype), K, use_s0, store_ht, use_cu, overlap)
+    cu = TensorArg(torch.int32, (None,), compact=True)
+    return fn, (x, x, v, gc, s, o, s, cu), scalars, False
+
+
+def _cute_dtype(dtype):
+    return {torch.bfloat16: cutlass.BFloat16, torch.float16: cutlass.Float16}[dtype]
+
+
+_WALK = CompileCache("chunk_gla_fwd_walk", _build)
+
+
+def walk(q, k, v, gc, s0, o, ht, cu, scale: float, cps: int, nseg: int) -> None:
+    """Launch the walk: ``o`` (``[B, T, H, V]``, contiguous) from q, k, v and the chunk
+    log-decay ``gc``; from the states ``s0`` (``[B * nseg, H, K, V]`` float32; with packed
+    sequences ``[N, H, K, V]``) at each segment's start, or zeros when None; the final states
+    into ``ht`` when given (one segment only). ``cu``: int32 offsets of packed sequences
+    (``B == 1``, one segment), or None."""
+    K = q.shape[-1]
+    dummy = o.new_empty((1, 1, K, 1), dtype=torch.float32)
+    key = (q.dtype, K, s0 is not None, ht is not None, cu is not None, OVERLAP)
+    fn = _WALK.get(key)
+    if cu is None:
+        cu = o.new_empty((2,), dtype=torch.int32)
+    s0 = dummy if s0 is None else s0
+    fn(q, k, v, gc, s0, o, dummy if ht is None else ht, cu, scale, cps, nseg)

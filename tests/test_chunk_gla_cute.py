@@ -1,0 +1,132 @@
+"""chunk_gla's forward as one CuTeDSL walk (kernels/chunk_gla/cute.py, opt-in: ``_CUTE_WALK``):
+where its contract holds (``config._cute_plan``), and on a Hopper GPU with CuTeDSL installed, the
+same outputs and final states as the Triton forward, on odd lengths, K of 64 and 128, V of 64 to
+192, float16 and bfloat16, strided inputs, initial states, segments and packed sequences (with
+offsets that leave tokens uncovered, which get zeros).
+
+The contract itself (what goes to Triton instead) is checked on any machine."""
+
+from __future__ import annotations
+
+import importlib.util
+
+import pytest
+import torch
+import torch.nn.functional as F
+from marks import first_by_default
+
+from attnops_kernels.chunk_gla import config as CF
+from attnops_kernels.chunk_gla import triton as C
+
+
+def _hopper_with_cute():
+    if not torch.cuda.is_available():
+        return "needs CUDA: the CuTeDSL walk runs on Hopper GPUs only"
+    if torch.cuda.get_device_capability() != (9, 0):
+        return "needs a Hopper GPU (compute capability 9.0)"
+    if importlib.util.find_spec("cutlass") is None:
+        return "needs nvidia-cutlass-dsl (the cute extra)"
+    return None
+
+
+_SKIP = _hopper_with_cute()
+
+
+def _rand(shape, dtype, device, strided, gen):
+    if strided:
+        # Every other head of a wider tensor: strides that are not the compact ones.
+        wide = (*shape[:2], 2 * shape[2], shape[3])
+        return torch.randn(wide, generator=gen).to(dtype).to(device)[:, :, ::2]
+    return torch.randn(shape, generator=gen).to(dtype).to(device)
+
+
+def _rel(a, b):
+    return ((a.float() - b.float()).abs().max() / b.float().abs().max().clamp_min(1e-6)).item()
+
+
+def test_the_contract_sends_the_rest_to_triton():
+    # Everything the walk cannot take, each alone: CPU tensors here; the layout and size rules
+    # through _tma_ready and the plan's arguments.
+    q = torch.randn(1, 128, 2, 128, dtype=torch.bfloat16)
+    v = torch.randn(1, 128, 2, 64, dtype=torch.bfloat16)
+    assert CF._cute_plan(q, q, v, False, False) is None  # not CUDA, and not opted in
+    assert CF._tma_ready(q)
+    assert not CF._tma_ready(q.transpose(-1, -2))  # last mode not contiguous
+    assert not CF._tma_ready(q[..., 1:])  # base 2 bytes past an aligned one
+    assert not CF._tma_ready(torch.randn(1, 128, 2, 100, dtype=torch.bfloat16)[..., :60])
+    assert CF._tma_ready(torch.randn(1, 128, 2, 128, dtype=torch.bfloat16)[..., :64])
+
+
+@pytest.mark.skipif(_SKIP is not None, reason=_SKIP or "")
+@pytest.mark.parametrize(
+    ("B", "T", "H", "K", "V", "dtype", "init", "strided", "min_chunks"),
+    first_by_default(
+        [
+            (2, 1000, 3, 128, 128, torch.bfloat16, True, False, 16),
+            (1, 300, 2, 64, 64, torch.bfloat16, False, False, 16),
+            (2, 777, 2, 128, 64, torch.float16, True, False, 16),
+            (1, 650, 2, 64, 192, torch.bfloat16, True, True, 16),
+            (1, 129, 1, 128, 96, torch.bfloat16, False, True, 16),
+            (1, 8192, 2, 128, 128, torch.bfloat16, True, False, 16),
+            (2, 1000, 1, 64, 64, torch.float16, True, True, 3),
+            (2, 64, 1, 128, 128, torch.bfloat16, True, False, 16),
+        ]
+    ),
+)
+def test_cute_walk_matches_the_triton_forward(
+    monkeypatch, B, T, H, K, V, dtype, init, strided, min_chunks
+):
+    gen = torch.Generator().manual_seed(T + K + V)
+    q = _rand((B, T, H, K), dtype, "cuda", strided, gen)
+    k = _rand((B, T, H, K), dtype, "cuda", strided, gen)
+    v = _rand((B, T, H, V), dtype, "cuda", strided, gen)
+    g = F.logsigmoid(torch.randn(B, T, H, generator=gen)).cuda()
+    h0 = torch.randn(B, H, K, V, generator=gen).cuda() if init else None
+    monkeypatch.setattr(CF, "_CUTE_SEG_MIN_CHUNKS", min_chunks)
+    monkeypatch.setattr(CF, "_CUTE_WALK", True)
+    plan = CF._cute_plan(q, k, v, False, False)
+    assert plan is not None, "the walk's contract should hold here"
+    o, h, ht = C.chunk_gla_fwd(q, k, v, g, None, h0, None, True, save_states=False)
+    monkeypatch.setattr(CF, "_CUTE_WALK", False)
+    o_t, _, ht_t = C.chunk_gla_fwd(q, k, v, g, None, h0, None, True, save_states=False)
+    assert torch.isfinite(o).all() and torch.isfinite(ht).all()
+    assert h.shape[0] == 0
+    assert _rel(o, o_t) < 1e-2, plan
+    assert _rel(ht, ht_t) < 1e-2, plan
+
+
+@pytest.mark.skipif(_SKIP is not None, reason=_SKIP or "")
+@pytest.mark.parametrize(
+    ("offsets", "T", "K", "V", "init", "dtype"),
+    first_by_default(
+        [
+            ((0, 100, 101, 357, 900), 900, 128, 128, True, torch.bfloat16),
+            ((0, 64, 128, 130, 500), 500, 64, 96, False, torch.float16),
+            # Uncovered tokens before the first sequence and after the last get zeros; an
+            # int64 offset past int32 is clamped to T like any other.
+            ((70, 200, 2**40), 400, 128, 64, True, torch.bfloat16),
+        ]
+    ),
+)
+def test_cute_walk_matches_the_triton_forward_on_packed_sequences(
+    monkeypatch, offsets, T, K, V, init, dtype
+):
+    H = 2
+    N = len(offsets) - 1
+    gen = torch.Generator().manual_seed(T + K)
+    q = _rand((1, T, H, K), dtype, "cuda", False, gen)
+    k = _rand((1, T, H, K), dtype, "cuda", False, gen)
+    v = _rand((1, T, H, V), dtype, "cuda", False, gen)
+    g = F.logsigmoid(torch.randn(1, T, H, generator=gen)).cuda()
+    h0 = torch.randn(N, H, K, V, generator=gen).cuda() if init else None
+    cu = torch.tensor(offsets, dtype=torch.int64, device="cuda")
+    monkeypatch.setattr(CF, "_CUTE_WALK", True)
+    assert CF._cute_plan(q, k, v, True, False) == (-(-T // 64), 1)
+    o, _, ht = C.chunk_gla_fwd(q, k, v, g, None, h0, cu, True, save_states=False)
+    monkeypatch.setattr(CF, "_CUTE_WALK", False)
+    o_t, _, ht_t = C.chunk_gla_fwd(q, k, v, g, None, h0, cu, True, save_states=False)
+    assert torch.isfinite(o).all() and torch.isfinite(ht).all()
+    assert _rel(o, o_t) < 1e-2
+    assert _rel(ht, ht_t) < 1e-2
+    lo, hi = offsets[0], min(offsets[-1], T)
+    assert (o[:, :lo] == 0).all() and (o[:, hi:] == 0).all()
