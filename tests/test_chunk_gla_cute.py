@@ -57,6 +57,39 @@ def test_the_contract_sends_the_rest_to_triton():
     assert CF._tma_ready(torch.randn(1, 128, 2, 128, dtype=torch.bfloat16)[..., :64])
 
 
+def test_the_contract_refuses_grids_and_sizes_the_walk_cannot_launch(monkeypatch):
+    # Past the availability check (faked: this runs on any machine), each limit alone.
+    monkeypatch.setattr(CF, "_CUTE_WALK", True)
+    monkeypatch.setattr(CF, "_cute_available", lambda index: True)
+
+    class Cuda:
+        # Shape, dtype, strides and a 16-byte aligned address: what the plan reads.
+        def __init__(self, *shape, dtype=torch.bfloat16):
+            self.t = torch.empty(shape, dtype=dtype, device="meta")
+            self.shape, self.dtype, self.is_cuda = self.t.shape, dtype, True
+            self.device = torch.device("cuda", 0)
+
+        def __getattr__(self, name):
+            return getattr(self.t, name)
+
+        def data_ptr(self):
+            return 1 << 20
+
+    def plan(B, T, H, K, V, cu=False, sequences=None, dtype=torch.bfloat16):
+        q = Cuda(B, T, H, K, dtype=dtype)
+        return CF._cute_plan(q, q, Cuda(B, T, H, V, dtype=dtype), cu, False, sequences)
+
+    assert plan(2, 256, 4, 128, 128) is not None
+    assert plan(2, 256, 4, 128, 48) is None  # V below one 64-column box
+    assert plan(2, 256, 4, 96, 128) is None  # K neither 64 nor 128
+    assert plan(2, 256, 4, 128, 100) is None  # rows of V not 16-byte multiples
+    assert plan(2, 256, 4, 128, 128, dtype=torch.float32) is None
+    assert plan(1, 256, 65536, 64, 64) is None  # grid's second size
+    assert plan(70000, 64, 1, 64, 64) is None  # grid's third size
+    assert plan(1, 70000 * 64, 1, 64, 64, cu=True, sequences=70000) is None
+    assert plan(1, 256, 1, 64, 64, cu=True, sequences=3) == (4, 1)
+
+
 @pytest.mark.skipif(_SKIP is not None, reason=_SKIP or "")
 @pytest.mark.parametrize(
     ("B", "T", "H", "K", "V", "dtype", "init", "strided", "min_chunks"),
@@ -121,7 +154,7 @@ def test_cute_walk_matches_the_triton_forward_on_packed_sequences(
     h0 = torch.randn(N, H, K, V, generator=gen).cuda() if init else None
     cu = torch.tensor(offsets, dtype=torch.int64, device="cuda")
     monkeypatch.setattr(CF, "_CUTE_WALK", True)
-    assert CF._cute_plan(q, k, v, True, False) == (-(-T // 64), 1)
+    assert CF._cute_plan(q, k, v, True, False, N) == (-(-T // 64), 1)
     o, _, ht = C.chunk_gla_fwd(q, k, v, g, None, h0, cu, True, save_states=False)
     monkeypatch.setattr(CF, "_CUTE_WALK", False)
     o_t, _, ht_t = C.chunk_gla_fwd(q, k, v, g, None, h0, cu, True, save_states=False)

@@ -185,6 +185,7 @@ def _state_slots(B, T, N, use_cu):
 _CUTE_WALK = os.environ.get("ATTNOPS_CHUNK_GLA_CUTE", "0") == "1"
 _CUTE_SEG_PROGRAMS = 256
 _CUTE_SEG_MIN_CHUNKS = 16
+_MAX_GRID_YZ = 65535
 
 
 @functools.cache
@@ -206,16 +207,18 @@ def _tma_ready(t):
     )
 
 
-def _cute_plan(q, k, v, use_cu, save_states):
+def _cute_plan(q, k, v, use_cu, save_states, sequences=None):
     """(chunks per segment, segments) of the CuTeDSL walk for these inputs, or None where its
     contract does not hold: 16-bit CUDA inputs on Hopper with CuTeDSL installed, K of 64 or 128,
     V a multiple of 8, the chunk states not kept, every tensor TMA-ready, and 32-bit indices.
-    Packed sequences are walked whole (one segment)."""
+    Packed sequences are walked whole (one segment); ``sequences``: how many (default B), and
+    with the segments of each they are the grid's third size (at most 65535, as H)."""
     if not _CUTE_WALK or save_states or not q.is_cuda:
         return None
     B, T, H, K = q.shape
     V = v.shape[-1]
-    if q.dtype not in (torch.bfloat16, torch.float16) or K not in (64, 128) or V % 8:
+    # V of 64 or more (a TMA box of 64 columns; smaller V was never run) in 16-byte rows.
+    if q.dtype not in (torch.bfloat16, torch.float16) or K not in (64, 128) or V % 8 or V < 64:
         return None
     if max(q.numel(), v.numel(), B * H * 2 * T, T * 64) >= 2**31 or T == 0 or V == 0:
         return None
@@ -223,8 +226,12 @@ def _cute_plan(q, k, v, use_cu, save_states):
         return None
     NT = cdiv(T, _BT)
     if use_cu:
-        return NT, 1
-    programs = B * H * cdiv(V, 64)
-    nseg = min(cdiv(_CUTE_SEG_PROGRAMS, programs), max(1, NT // _CUTE_SEG_MIN_CHUNKS))
-    cps = cdiv(NT, nseg)
-    return cps, cdiv(NT, cps)
+        plan = NT, 1
+    else:
+        programs = B * H * cdiv(V, 64)
+        nseg = min(cdiv(_CUTE_SEG_PROGRAMS, programs), max(1, NT // _CUTE_SEG_MIN_CHUNKS))
+        cps = cdiv(NT, nseg)
+        plan = cps, cdiv(NT, cps)
+    # The grid is (V blocks, H, sequences x segments): its second and third sizes stop at 65535.
+    rows = (B if sequences is None else sequences) * plan[1]
+    return plan if H <= _MAX_GRID_YZ and rows <= _MAX_GRID_YZ else None

@@ -268,7 +268,7 @@ def chunk_gla_fwd(
     h_shape = (NS if save_states else 0, H, K, V)
     h = (q.new_zeros if use_cu else q.new_empty)(h_shape, dtype=sdt)
     st = (q.stride(), k.stride(), v.stride())
-    cute_plan = config._cute_plan(q, k, v, use_cu, save_states)
+    cute_plan = config._cute_plan(q, k, v, use_cu, save_states, N)
     if cute_plan is not None:
         return _cute_fwd(q, k, v, g, o, h, h0, ht, cu_seqlens, scale, N, NT, NS, mode, cute_plan)
     plan = config._fused_plan(B, T, H, K, V, q.dtype, use_cu, save_states)
