@@ -26,14 +26,8 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 from _timing import graph_us  # noqa: E402
 from chunk_gla_fwd_tune import chunked_ref, inputs, label, mod, rel_err  # noqa: E402
 from chunk_gla_fwd_tune import launch_config as CF  # noqa: E402
+from chunk_gla_fwd_walk import SHAPES  # noqa: E402  (the same five shapes)
 
-SHAPES = [
-    (4, 4096, 16, 128, 128),
-    (8, 2048, 32, 64, 64),
-    (1, 32768, 16, 128, 128),
-    (1, 8192, 4, 128, 128),
-    (1, 131072, 8, 128, 128),
-]
 # (B, T, H, K, V, dtype, initial state, strided)
 CHECKS = [
     (2, 1000, 3, 128, 128, torch.bfloat16, True, False),
