@@ -276,13 +276,9 @@ def chunk_gla_fwd(
         (BK, BV, warps, stages), (cps, nseg) = plan
         s0 = h0
         if nseg > 1:
-            # The state at each segment's start, from each segment's own walk.
             gc = q.new_empty((B, H, 2, T), dtype=torch.float32)
             _launch_g(o, g, gc, None, None, N, NT, NS, config._BT)
-            state_cfg = config._fwd_config(K, V, q.dtype)[1]
-            s0 = _launch_walk(
-                o, k, v, gc, h0, None, ht, None, None, N, NT, config._BT, state_cfg, mode, plan[1]
-            )
+            s0 = _segment_starts(o, k, v, gc, h0, ht, N, NT, mode, plan[1])
         args = (q, k, v, g, s0, h, o, ht, None, None, float(scale), T, H, NT, cps, nseg, *st)
         kw = dict(K=K, V=V, BT=config._BT, BK=BK, BV=BV, USE_CU=False, FALLEN_ONLY=False)
         flags = dict(
@@ -320,6 +316,16 @@ def chunk_gla_fwd(
     return o, h if mode == 0 else h.to(q.dtype), ht
 
 
+def _segment_starts(o, k, v, gc, h0, ht, N, NT, mode, segments):
+    """The state at each segment's start (``[N * segments, H, K, V]`` float32), from each
+    segment's own walk over ``gc``, and the final states into ``ht`` unless it is None: what a
+    forward in one walk split into segments starts each segment from."""
+    state_cfg = config._fwd_config(k.shape[-1], v.shape[-1], k.dtype)[1]
+    return _launch_walk(
+        o, k, v, gc, h0, None, ht, None, None, N, NT, config._BT, state_cfg, mode, segments
+    )
+
+
 def _cute_fwd(q, k, v, g, o, h, h0, ht, cu, scale, N, NT, NS, mode, plan):
     """The forward as one CuTeDSL walk (cute.py), with segments as the Triton walk has them:
     the state at each segment's start first comes from each segment's own walk. Packed
@@ -327,17 +333,12 @@ def _cute_fwd(q, k, v, g, o, h, h0, ht, cu, scale, N, NT, NS, mode, plan):
     (so that int64 offsets beyond int32 keep their meaning)."""
     from . import cute
 
-    B, T, H, K = q.shape
+    B, T, H = q.shape[:3]
     cps, nseg = plan
     gc = q.new_empty((B, H, 2, T), dtype=torch.float32)
     flag = q.new_empty((1,), dtype=torch.int32) if cu is not None else None
     _launch_g(o, g, gc, cu, flag, N, NT, NS, config._BT)
-    s0 = h0
-    if nseg > 1:
-        state_cfg = config._fwd_config(K, v.shape[-1], q.dtype)[1]
-        s0 = _launch_walk(
-            o, k, v, gc, h0, None, ht, None, None, N, NT, config._BT, state_cfg, mode, plan
-        )
+    s0 = h0 if nseg == 1 else _segment_starts(o, k, v, gc, h0, ht, N, NT, mode, plan)
     cu32 = None if cu is None else cu.clamp(0, T).to(torch.int32)
     cute.walk(q, k, v, gc, s0, o, ht if nseg == 1 else None, cu32, float(scale), cps, nseg)
     return o, h, ht
