@@ -24,3 +24,17 @@ def chunk_gla_inputs(B, T, H, K, V, dtype, h0, strided=False):
         g = g.transpose(1, 2).contiguous().transpose(1, 2)
     init = rnd(B, H, K, V) if h0 else None
     return q, k, v, g, init
+
+
+def assert_matches_reference(q, k, v, g, init, o, ht):
+    """``o`` and ``ht`` of a forward with final state against the token-by-token reference in
+    float32 (bf16 and fp16 inputs at their rounding's tolerance)."""
+    from attnops_kernels.chunk_gla import reference
+
+    want_o, want_ht = reference.chunk_gla_ref(
+        q.float(), k.float(), v.float(), g, None, init, True, None
+    )
+    exact = q.dtype == torch.float32
+    tol = dict(atol=1e-4, rtol=1e-4) if exact else dict(atol=6e-2, rtol=6e-2)
+    torch.testing.assert_close(ht, want_ht, **tol)
+    torch.testing.assert_close(o.float(), want_o, **tol)

@@ -15,7 +15,7 @@ import math
 
 import pytest
 import torch
-from chunk_gla_inputs import DEVICE
+from chunk_gla_inputs import DEVICE, assert_matches_reference
 from chunk_gla_inputs import chunk_gla_inputs as _inputs
 from marks import slow
 
@@ -94,12 +94,7 @@ def test_one_walk_matches_the_output_pass_and_the_reference(
     # The chunk states, kept or not, as the state walk stores them.
     assert h2.shape == h1.shape and h2.dtype == h1.dtype
     torch.testing.assert_close(h2.float(), h1.float(), **tol)
-    want_o, want_ht = reference.chunk_gla_ref(
-        q.float(), k.float(), v.float(), g, None, init, True, None
-    )
-    ref_tol = dict(atol=1e-4, rtol=1e-4) if dtype == torch.float32 else dict(atol=6e-2, rtol=6e-2)
-    torch.testing.assert_close(ht2, want_ht, **ref_tol)
-    torch.testing.assert_close(o2.float(), want_o, **ref_tol)
+    assert_matches_reference(q, k, v, g, init, o2, ht2)
 
 
 def test_one_walk_gradients_through_the_public_op(monkeypatch):

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from chunk_gla_inputs import DEVICE
+from chunk_gla_inputs import DEVICE, assert_matches_reference
 from chunk_gla_inputs import chunk_gla_inputs as _inputs
 from marks import slow
 
@@ -62,12 +62,7 @@ def test_split_state_pass_matches_single_walk(
     tol = dict(atol=2e-5, rtol=2e-5) if dtype == torch.float32 else dict(atol=3e-2, rtol=3e-2)
     torch.testing.assert_close(ht2, ht1, **tol)
     torch.testing.assert_close(o2.float(), o1.float(), **tol)
-    want_o, want_ht = reference.chunk_gla_ref(
-        q.float(), k.float(), v.float(), g, None, init, True, None
-    )
-    ref_tol = dict(atol=1e-4, rtol=1e-4) if dtype == torch.float32 else dict(atol=6e-2, rtol=6e-2)
-    torch.testing.assert_close(ht2, want_ht, **ref_tol)
-    torch.testing.assert_close(o2.float(), want_o, **ref_tol)
+    assert_matches_reference(q, k, v, g, init, o2, ht2)
 
 
 def test_segments_only_where_the_state_pass_has_few_programs():
