@@ -6,7 +6,8 @@ warpgroup per (sequence or segment, head, V block of 64) walks its chunks of 64 
 with the state ``S`` (``[K, 64]``, float32) in registers. Packed sequences are walked whole from
 their clamped offsets; the CTAs of the first and the last sequence zero the tokens that no
 sequence covers. The launcher and its contract are in triton.py (``_cute_fwd``) and config.py
-(``_cute_plan``); the walk is opt-in because it measured slower than the Triton plans
+(``_cute_plan``): where that contract holds (Hopper, CuTeDSL installed, 16-bit inputs, the
+chunk states not kept) the walk runs first, and the Triton plans everywhere else
 (docs/performance.md, "chunk_gla: the CuTeDSL walk").
 
 Note [chunk_gla CuTe walk]: per chunk, with ``G`` the in-chunk cumulative log-decay (and ``C`` its
@@ -360,6 +361,10 @@ class _Walk:
         cO = t_pv.partition_C(cute.make_identity_tensor((BT, BV)))
         cH = t_kv.partition_C(cute.make_identity_tensor((K, BV)))
         tHs = t_kv.partition_C(sHmn[None, None, 0])
+        hb = cute.make_rmem_tensor_like(acc_h, self.dtype)  # the state rounded, to store
+        yO = cute.make_rmem_tensor_like(acc_o, self.dtype)  # the chunk's output
+        zV = cute.zipped_divide(sV, (8, 1, 1))  # ((8, 1, 1), (BV / 8, BT, stage))
+        zVd = cute.zipped_divide(sVd, (8, 1, 1))
 
         # The state at the walk's start.
         for i in cutlass.range_constexpr(cute.size(acc_h)):
@@ -392,22 +397,26 @@ class _Walk:
             _gemm(qs, acc_o2, aQs[None, None, None, s], bH[None, None, None, 0], False)
             warpgroup.commit_group()
 
-            # vd = v * exp(G_L - G_j) into shared memory, while the products run.
-            for i in cutlass.range_constexpr(BT * BV // _THREADS):
+            # vd = v * exp(G_L - G_j) into shared memory, while the products run: 8 columns
+            # (16 bytes, which the 128-byte swizzle keeps together) at a time.
+            for i in cutlass.range_constexpr(BT * BV // 8 // _THREADS):
                 e = tid + i * _THREADS
-                x = sV[e % BV, e // BV, s].to(Float32) * dec[e // BV, 2]
-                sVd[e % BV, e // BV, 0] = x.to(self.dtype)
+                x = zV[None, (e % (BV // 8), e // (BV // 8), s)].load().to(Float32)
+                y = x * dec[e // (BV // 8), 2]
+                zVd[None, (e % (BV // 8), e // (BV // 8), 0)].store(y.to(self.dtype))
             cute.arch.fence_proxy("async.shared", space="cta")
 
             # A = q k^T is needed now; with overlap, q S16 may still run.
             warpgroup.wait_group(1 if const_expr(self.overlap) else 0)
             n_ok = cutlass.min(BT, eos - t0)
+            # Rows past the chunk's last token may get inf or NaN here (their q rows are zeros
+            # and their decay unbounded): they reach only their own output rows, never stored.
             for i in cutlass.range_constexpr(cute.size(acc_s)):
                 qi, kj = cS[i]
-                p = Float32(0.0)
-                if kj <= qi and qi < n_ok:
-                    span = (dec[qi, 0] - dec[kj, 0]) + (dec[qi, 1] - dec[kj, 1])
-                    p = acc_s[i] * scale * cute.math.exp2(span * _LOG2E, fastmath=True)
+                span = (dec[qi, 0] - dec[kj, 0]) + (dec[qi, 1] - dec[kj, 1])
+                p = acc_s[i] * scale * cute.math.exp2(span * _LOG2E, fastmath=True)
+                if kj > qi:
+                    p = Float32(0.0)
                 acc_s[i] = p
             aP = _acc_as_operand_a(acc_s, pv, self.dtype)
             egl = cute.math.exp2(dec[0, 4] * _LOG2E, fastmath=True)
@@ -427,15 +436,33 @@ class _Walk:
 
             for i in cutlass.range_constexpr(cute.size(acc_o)):
                 orow, ocol = cO[i]
-                if orow < n_ok and i_v * BV + ocol < V:
-                    y = acc_o[i] + acc_o2[i] * dec[orow, 3]
-                    mO[i_b, t0 + orow, i_h, i_v * BV + ocol] = y.to(self.dtype)
+                yO[i] = (acc_o[i] + acc_o2[i] * dec[orow, 3]).to(self.dtype)
+            if n_ok == BT and (i_v + 1) * BV <= V:
+                # A whole tile: pairs of columns are adjacent in the accumulator and in o.
+                # o is contiguous and V a multiple of 8, so the tile's first element and its
+                # rows are 16-byte aligned.
+                H = mO.shape[2]
+                first = cute.assume(((i_b * T + t0) * H + i_h) * V + i_v * BV, divby=8)
+                rows = cute.assume(H * V, divby=8)
+                gO = cute.make_tensor(
+                    mO.iterator + first, cute.make_layout((BT, BV), stride=(rows, 1))
+                )
+                tOg = t_pv.partition_C(gO)
+                cute.autovec_copy(
+                    cute.recast_tensor(yO, cutlass.Uint32), cute.recast_tensor(tOg, cutlass.Uint32)
+                )
+            else:
+                for i in cutlass.range_constexpr(cute.size(acc_o)):
+                    orow, ocol = cO[i]
+                    if orow < n_ok:
+                        if i_v * BV + ocol < V:
+                            mO[i_b, t0 + orow, i_h, i_v * BV + ocol] = yO[i]
             warpgroup.wait_group(0)
             cute.arch.sync_threads()
 
             # The state for the next chunk, its log-decay, and the stage's next loads.
-            for i in cutlass.range_constexpr(cute.size(acc_h)):
-                tHs[i] = acc_h[i].to(self.dtype)
+            hb.store(acc_h.load().to(self.dtype))
+            cute.autovec_copy(hb, tHs)
             _publish_decay(dec, tid, g1, cc1, gl1, cl1, scale)
             cute.arch.fence_proxy("async.shared", space="cta")
             if warp == 0 and c + _STAGES < c_hi:
