@@ -74,7 +74,11 @@ def main() -> None:
     parser.add_argument("other", type=Path)
     parser.add_argument("--label", default="B")
     args = parser.parse_args()
+    import attnops_kernels.chunk_gla.config as launch_config
     import attnops_kernels.chunk_gla.triton as a_mod
+
+    # Both copies' Triton forward: the CuTeDSL walk (chosen first on Hopper) stays out.
+    launch_config._CUTE_WALK = False
 
     # A module of the package, so that its relative imports resolve as the original's do.
     b_mod = load(args.other, "attnops_kernels.chunk_gla._ab_other")

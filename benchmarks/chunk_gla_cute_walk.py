@@ -7,8 +7,11 @@ First the checks: outputs and final states of the CuTe walk against the Triton f
 lengths, K and V of 64 to 192, float16, strided inputs, initial states and segments (``BAD``
 where the error relative to the largest value passes 2e-2, or anything is not finite). Then GPU
 time by CUDA-graph replay (medians of ``--replays``) of the shipped forward (the CuTe walk where
-its contract holds), the Triton plans forced, and fla-core's ``chunk_simple_gla`` autotuned in
-this process; markdown to stdout. Exit 1 on any BAD.
+its contract holds), the same with each pair of products waited for together ("serial
+products"), with the other split ("other split": segments where the plan walks whole sequences,
+whole sequences where it splits them), the Triton plans forced, and fla-core's
+``chunk_simple_gla`` autotuned in this process; markdown to stdout. ``--quick`` leaves out the
+two variants and the longest shape. Exit 1 on any BAD.
 """
 
 from __future__ import annotations
@@ -100,15 +103,16 @@ def shape_row(shape, fla_fn, replays, quick=False):
         CW.OVERLAP = overlap
         cells.append((graph_us(fwd, replays=replays), rel_err(fwd(), ref)))
     CW.OVERLAP = True
-    wide = math.nan
+    other = math.nan
     if not quick:
-        # Twice the segments: more CTAs per multiprocessor, for a state walk more.
-        seg = CF._CUTE_SEG_PROGRAMS
-        CF._CUTE_SEG_PROGRAMS = 2 * seg
+        # The other split: segments for about _CUTE_SEG_PROGRAMS CTAs where the plan walks
+        # whole sequences, whole sequences where it splits them.
+        below = CF._CUTE_SEG_BELOW
+        CF._CUTE_SEG_BELOW = 1 << 30 if plan_of(q, k, v)[1] == 1 else 0
         try:
-            wide = graph_us(lambda: forward(q, k, v, g, None, True)[0], replays=replays)
+            other = graph_us(lambda: forward(q, k, v, g, None, True)[0], replays=replays)
         finally:
-            CF._CUTE_SEG_PROGRAMS = seg
+            CF._CUTE_SEG_BELOW = below
     if quick:
         cells.insert(1, (math.nan, 0.0))
     fla = math.nan
@@ -124,7 +128,7 @@ def shape_row(shape, fla_fn, replays, quick=False):
     plan = plan_of(q, k, v)
     tag = "" if max(c_err, s_err) < BAD else " BAD"
     row = (
-        f"| {label(shape)} | {plan} | {c_us:.1f} | {s_us:.1f} | {wide:.1f} | {c_err:.1e}{tag} | "
+        f"| {label(shape)} | {plan} | {c_us:.1f} | {s_us:.1f} | {other:.1f} | {c_err:.1e}{tag} | "
         f"{t_us:.1f} | "
         f"{fla:.1f} | "
         f"{fla / c_us:.2f} | {t_us / c_us:.2f} | {flop / c_us / 1e6:.0f} |"
@@ -153,7 +157,7 @@ def main() -> int:
         print(f"fla-core: skipped ({exc})")
     print(f"chunk_gla forward, {torch.cuda.get_device_name()}, torch {torch.__version__}, bf16, us")
     print(
-        "| shape | plan | CuTe walk | serial products | 2x segments | err | Triton | fla | fla / CuTe "
+        "| shape | plan | CuTe walk | serial products | other split | err | Triton | fla | fla / CuTe "
         "| Triton / CuTe | TFLOP/s |"
     )
     print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")

@@ -40,6 +40,9 @@ except ImportError:
     from kernels.chunk_gla import reference
     from kernels.chunk_gla import triton as mod
 
+# The Triton plans are what this script and those that import it tune and time; the CuTeDSL walk,
+# chosen first on Hopper, has its own (chunk_gla_cute_walk.py).
+launch_config._CUTE_WALK = False
 SHAPES = [
     (4, 4096, 16, 128, 128),
     (8, 2048, 32, 64, 64),

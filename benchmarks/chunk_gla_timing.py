@@ -26,7 +26,11 @@ import time
 
 import torch
 
+import attnops_kernels.chunk_gla.config as launch_config
 import attnops_kernels.chunk_gla.triton as current
+
+# The Triton launchers are timed: the CuTeDSL walk (chosen first on Hopper) stays out.
+launch_config._CUTE_WALK = False
 
 KERNELS = (
     "_gla_fwd_g_kernel",

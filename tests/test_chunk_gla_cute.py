@@ -1,4 +1,4 @@
-"""chunk_gla's forward as one CuTeDSL walk (kernels/chunk_gla/cute.py, opt-in: ``_CUTE_WALK``):
+"""chunk_gla's forward as one CuTeDSL walk (kernels/chunk_gla/cute.py, chosen first on Hopper):
 where its contract holds (``config._cute_plan``), and on a Hopper GPU with CuTeDSL installed, the
 same outputs and final states as the Triton forward, on odd lengths, K of 64 and 128, V of 64 to
 192, float16 and bfloat16, strided inputs, initial states, segments and packed sequences (with
@@ -49,7 +49,7 @@ def test_the_contract_sends_the_rest_to_triton():
     # through _tma_ready and the plan's arguments.
     q = torch.randn(1, 128, 2, 128, dtype=torch.bfloat16)
     v = torch.randn(1, 128, 2, 64, dtype=torch.bfloat16)
-    assert CF._cute_plan(q, q, v, False, False) is None  # not CUDA, and not opted in
+    assert CF._cute_plan(q, q, v, False, False) is None  # not CUDA
     assert CF._tma_ready(q)
     assert not CF._tma_ready(q.transpose(-1, -2))  # last mode not contiguous
     assert not CF._tma_ready(q[..., 1:])  # base 2 bytes past an aligned one
@@ -88,6 +88,12 @@ def test_the_contract_refuses_grids_and_sizes_the_walk_cannot_launch(monkeypatch
     assert plan(70000, 64, 1, 64, 64) is None  # grid's third size
     assert plan(1, 70000 * 64, 1, 64, 64, cu=True, sequences=70000) is None
     assert plan(1, 256, 1, 64, 64, cu=True, sequences=3) == (4, 1)
+    # Segments only where fewer than 128 CTAs would walk, then about 256, of 8 chunks or more.
+    assert plan(4, 4096, 16, 128, 128) == (64, 1)
+    assert plan(2, 4096, 16, 128, 128) == (16, 4)
+    assert plan(1, 32768, 16, 128, 128) == (64, 8)
+    assert plan(1, 8192, 4, 128, 128) == (8, 16)
+    assert plan(1, 100, 1, 128, 128) == (2, 1)
 
 
 @pytest.mark.skipif(_SKIP is not None, reason=_SKIP or "")
@@ -163,3 +169,55 @@ def test_cute_walk_matches_the_triton_forward_on_packed_sequences(
     assert _rel(ht, ht_t) < 1e-2
     lo, hi = offsets[0], min(offsets[-1], T)
     assert (o[:, :lo] == 0).all() and (o[:, hi:] == 0).all()
+
+
+@pytest.mark.skipif(_SKIP is not None, reason=_SKIP or "")
+def test_the_public_operator_runs_the_walk_eagerly_compiled_and_in_graphs(monkeypatch):
+    # The operator as users call it, where the walk is chosen (the generated suite's samples,
+    # K of 16 and 32, never reach it): eager with autograd, torch.compile(fullgraph=True) and
+    # CUDA-graph replay each launch the walk, and give what the Triton forward gives. The
+    # backward recomputes the states from the inputs, so the gradients are the same bits.
+    import attnops
+    from attnops_kernels.chunk_gla import cute
+
+    calls = []
+    walk = cute.walk
+    monkeypatch.setattr(cute, "walk", lambda *a, **kw: calls.append(1) or walk(*a, **kw))
+    gen = torch.Generator().manual_seed(5)
+    B, T, H, K, V = 2, 200, 2, 64, 64
+    q, k = (torch.randn(B, T, H, K, generator=gen).bfloat16().cuda() for _ in range(2))
+    v = torch.randn(B, T, H, V, generator=gen).bfloat16().cuda()
+    g = F.logsigmoid(torch.randn(B, T, H, generator=gen)).cuda()
+    h0 = torch.randn(B, H, K, V, generator=gen).cuda()
+    do = torch.randn(B, T, H, V, generator=gen).bfloat16().cuda()
+    dht = torch.randn(B, H, K, V, generator=gen).cuda()
+
+    def run(fn, cute_on):
+        monkeypatch.setattr(CF, "_CUTE_WALK", cute_on)
+        xs = [x.detach().requires_grad_() for x in (q, k, v, g, h0)]
+        out = fn(*xs[:4], initial_state=xs[4], output_final_state=True)
+        grads = torch.autograd.grad((out.output, out.final_state), xs, (do, dht))
+        return out.output.detach(), out.final_state.detach(), grads
+
+    o_t, ht_t, grads_t = run(attnops.chunk_gla, False)
+    assert not calls
+    for fn in (attnops.chunk_gla, torch.compile(attnops.chunk_gla, fullgraph=True)):
+        before = len(calls)
+        o, ht, grads = run(fn, True)
+        assert len(calls) > before, "the walk should have run"
+        assert _rel(o, o_t) < 1e-2 and _rel(ht, ht_t) < 1e-2
+        for a, b in zip(grads, grads_t, strict=True):
+            assert torch.equal(a, b)
+
+    monkeypatch.setattr(CF, "_CUTE_WALK", True)
+    with torch.no_grad():
+        eager = attnops.chunk_gla(q, k, v, g, initial_state=h0, output_final_state=True)
+        graph = torch.cuda.CUDAGraph()
+        before = len(calls)
+        with torch.cuda.graph(graph):
+            captured = attnops.chunk_gla(q, k, v, g, initial_state=h0, output_final_state=True)
+        assert len(calls) > before
+        graph.replay()
+        torch.cuda.synchronize()
+    assert torch.equal(captured.output, eager.output)
+    assert torch.equal(captured.final_state, eager.final_state)

@@ -177,14 +177,17 @@ def _state_slots(B, T, N, use_cu):
 
 
 # The forward in one walk in CuTeDSL (cute.py) on Hopper, where its contract holds (see
-# _cute_plan). Opt-in (ATTNOPS_CHUNK_GLA_CUTE=1 in the environment, read at import): it is
-# correct but measured slower than the Triton plans on the H200 (docs/performance.md, "chunk_gla:
-# the CuTeDSL walk"), so it is not chosen by default. Long sequences on few heads are split into
-# segments of at least _CUTE_SEG_MIN_CHUNKS chunks until about _CUTE_SEG_PROGRAMS CTAs walk.
-# Tests and benchmarks set _CUTE_WALK to choose.
-_CUTE_WALK = os.environ.get("ATTNOPS_CHUNK_GLA_CUTE", "0") == "1"
+# _cute_plan): chosen first, as it measured faster than the Triton plans at every benchmark shape
+# on the H200 (docs/performance.md, "chunk_gla: the CuTeDSL walk").
+# ATTNOPS_CHUNK_GLA_CUTE=0 in the environment (read at import) turns it off; tests and
+# benchmarks set _CUTE_WALK to choose. A segment's start state costs a Triton walk of its own,
+# more than a second CTA on each multiprocessor gains, so sequences are split into
+# segments only where fewer than _CUTE_SEG_BELOW CTAs would walk: then until about
+# _CUTE_SEG_PROGRAMS walk, each segment of at least _CUTE_SEG_MIN_CHUNKS chunks.
+_CUTE_WALK = os.environ.get("ATTNOPS_CHUNK_GLA_CUTE", "1") != "0"
+_CUTE_SEG_BELOW = 128
 _CUTE_SEG_PROGRAMS = 256
-_CUTE_SEG_MIN_CHUNKS = 16
+_CUTE_SEG_MIN_CHUNKS = 8
 _MAX_GRID_YZ = 65535
 
 
@@ -229,7 +232,9 @@ def _cute_plan(q, k, v, use_cu, save_states, sequences=None):
         plan = NT, 1
     else:
         programs = B * H * cdiv(V, 64)
-        nseg = min(cdiv(_CUTE_SEG_PROGRAMS, programs), max(1, NT // _CUTE_SEG_MIN_CHUNKS))
+        nseg = 1
+        if programs < _CUTE_SEG_BELOW:
+            nseg = min(cdiv(_CUTE_SEG_PROGRAMS, programs), max(1, NT // _CUTE_SEG_MIN_CHUNKS))
         cps = cdiv(NT, nseg)
         plan = cps, cdiv(NT, cps)
     # The grid is (V blocks, H, sequences x segments): its second and third sizes stop at 65535.
