@@ -221,3 +221,21 @@ def test_the_public_operator_runs_the_walk_eagerly_compiled_and_in_graphs(monkey
         torch.cuda.synchronize()
     assert torch.equal(captured.output, eager.output)
     assert torch.equal(captured.final_state, eager.final_state)
+
+
+@pytest.mark.parametrize(
+    ("raw", "expected"),
+    [(None, True), ("", True), ("1", True), (" On ", True), ("TRUE", True), ("yes", True)]
+    + [("0", False), ("false", False), ("Off", False), ("no", False), ("bogus", None), ("2", None)],
+)
+def test_the_walk_switch_reads_yes_and_no_and_refuses_the_rest(monkeypatch, raw, expected):
+    name = "ATTNOPS_CHUNK_GLA_CUTE"
+    if raw is None:
+        monkeypatch.delenv(name, raising=False)
+    else:
+        monkeypatch.setenv(name, raw)
+    if expected is None:
+        with pytest.raises(ValueError, match=f"{name}={raw!r}: expected 1, true"):
+            CF._env_switch(name, True)
+    else:
+        assert CF._env_switch(name, True) is expected

@@ -176,15 +176,29 @@ def _state_slots(B, T, N, use_cu):
     return NT + N - 1 if use_cu else B * NT
 
 
+def _env_switch(name, default):
+    """A yes/no setting from the environment: unset or empty gives ``default``; 1, true, yes, on
+    and 0, false, no, off (any case) give True and False; anything else is a ``ValueError`` that
+    names the variable, rather than a guess."""
+    raw = os.environ.get(name, "").strip().lower()
+    if raw == "":
+        return default
+    if raw in ("1", "true", "yes", "on"):
+        return True
+    if raw in ("0", "false", "no", "off"):
+        return False
+    raise ValueError(f"{name}={os.environ[name]!r}: expected 1, true, yes, on, 0, false, no or off")
+
+
 # The forward in one walk in CuTeDSL (cute.py) on Hopper, where its contract holds (see
 # _cute_plan): chosen first, as it measured faster than the Triton plans at every benchmark shape
 # on the H200 (docs/performance.md, "chunk_gla: the CuTeDSL walk").
-# ATTNOPS_CHUNK_GLA_CUTE=0 in the environment (read at import) turns it off; tests and
-# benchmarks set _CUTE_WALK to choose. A segment's start state costs a Triton walk of its own,
-# more than a second CTA on each multiprocessor gains, so sequences are split into
-# segments only where fewer than _CUTE_SEG_BELOW CTAs would walk: then until about
+# ATTNOPS_CHUNK_GLA_CUTE=0 (or false, no, off) in the environment, read at import, turns it
+# off; tests and benchmarks set _CUTE_WALK to choose. A segment's start state costs a Triton
+# walk of its own, more than a second CTA on each multiprocessor gains, so sequences are split
+# into segments only where fewer than _CUTE_SEG_BELOW CTAs would walk: then until about
 # _CUTE_SEG_PROGRAMS walk, each segment of at least _CUTE_SEG_MIN_CHUNKS chunks.
-_CUTE_WALK = os.environ.get("ATTNOPS_CHUNK_GLA_CUTE", "1") != "0"
+_CUTE_WALK = _env_switch("ATTNOPS_CHUNK_GLA_CUTE", True)
 _CUTE_SEG_BELOW = 128
 _CUTE_SEG_PROGRAMS = 256
 _CUTE_SEG_MIN_CHUNKS = 8
