@@ -172,6 +172,41 @@ def test_cute_walk_matches_the_triton_forward_on_packed_sequences(
 
 
 @pytest.mark.skipif(_SKIP is not None, reason=_SKIP or "")
+@pytest.mark.parametrize(
+    "edge",
+    first_by_default(
+        [(e,) for e in ("resets", "one token", "five tokens", "q is k", "no decay", "deep decay")]
+    ),
+)
+def test_cute_walk_matches_the_triton_forward_at_the_edges(monkeypatch, edge):
+    # What users pass that the sweeps above do not: g = -inf (a reset) at some tokens and very
+    # negative decays, sequences shorter than a chunk, the same tensor as q and k, no decay.
+    B, T, H, K, V = (3, 1, 2, 64, 64) if edge == "one token" else (3, 5, 2, 64, 64)
+    if edge not in ("one token", "five tokens"):
+        B, T = 2, 300
+    gen = torch.Generator().manual_seed(11)
+    q = _rand((B, T, H, K), torch.bfloat16, "cuda", False, gen)
+    k = q if edge == "q is k" else _rand((B, T, H, K), torch.bfloat16, "cuda", False, gen)
+    v = _rand((B, T, H, V), torch.bfloat16, "cuda", False, gen)
+    g = F.logsigmoid(torch.randn(B, T, H, generator=gen))
+    if edge == "resets":
+        g[:, ::37] = -torch.inf
+    if edge == "no decay":
+        g.zero_()
+    if edge == "deep decay":
+        g[:, 1::3] = -1e4
+    g = g.cuda()
+    h0 = torch.randn(B, H, K, V, generator=gen).cuda()
+    monkeypatch.setattr(CF, "_CUTE_WALK", True)
+    assert CF._cute_plan(q, k, v, False, False) is not None
+    o, _, ht = C.chunk_gla_fwd(q, k, v, g, None, h0, None, True, save_states=False)
+    monkeypatch.setattr(CF, "_CUTE_WALK", False)
+    o_t, _, ht_t = C.chunk_gla_fwd(q, k, v, g, None, h0, None, True, save_states=False)
+    assert torch.isfinite(o).all() and torch.isfinite(ht).all()
+    assert _rel(o, o_t) < 1e-2 and _rel(ht, ht_t) < 1e-2
+
+
+@pytest.mark.skipif(_SKIP is not None, reason=_SKIP or "")
 def test_the_public_operator_runs_the_walk_eagerly_compiled_and_in_graphs(monkeypatch):
     # The operator as users call it, where the walk is chosen (the generated suite's samples,
     # K of 16 and 32, never reach it): eager with autograd, torch.compile(fullgraph=True) and
