@@ -80,6 +80,7 @@ def test_the_contract_refuses_grids_and_sizes_the_walk_cannot_launch(monkeypatch
         return CF._cute_plan(q, q, Cuda(B, T, H, V, dtype=dtype), cu, False, sequences)
 
     assert plan(2, 256, 4, 128, 128) is not None
+    assert plan(0, 256, 4, 128, 128) is None and plan(2, 256, 0, 128, 128) is None  # empty
     assert plan(2, 256, 4, 128, 48) is None  # V below one 64-column box
     assert plan(2, 256, 4, 96, 128) is None  # K neither 64 nor 128
     assert plan(2, 256, 4, 128, 100) is None  # rows of V not 16-byte multiples
