@@ -81,6 +81,12 @@ def test_the_contract_refuses_grids_and_sizes_the_walk_cannot_launch(monkeypatch
 
     assert plan(2, 256, 4, 128, 128) is not None
     assert plan(0, 256, 4, 128, 128) is None and plan(2, 256, 0, 128, 128) is None  # empty
+    q, v = Cuda(2, 256, 4, 128), Cuda(2, 256, 4, 128)
+    assert CF._cute_plan(q, q, v, False, False) is not None
+    assert CF._cute_plan(q, Cuda(2, 256, 4, 128, dtype=torch.float16), v, False, False) is None
+    assert CF._cute_plan(q, q, Cuda(2, 256, 4, 128, dtype=torch.float16), False, False) is None
+    assert CF._cute_plan(q, Cuda(2, 255, 4, 128), v, False, False) is None  # k not q's shape
+    assert CF._cute_plan(q, q, Cuda(2, 256, 3, 128), False, False) is None  # v's heads
     assert plan(2, 256, 4, 128, 48) is None  # V below one 64-column box
     assert plan(2, 256, 4, 96, 128) is None  # K neither 64 nor 128
     assert plan(2, 256, 4, 128, 100) is None  # rows of V not 16-byte multiples

@@ -237,6 +237,9 @@ def _cute_plan(q, k, v, use_cu, save_states, sequences=None):
     # V of 64 or more (a TMA box of 64 columns; smaller V was never run) in 16-byte rows.
     if q.dtype not in (torch.bfloat16, torch.float16) or K not in (64, 128) or V % 8 or V < 64:
         return None
+    # The TMA reads k and v with q's element type, and the grid walks q's batch and heads.
+    if not q.dtype == k.dtype == v.dtype or k.shape != q.shape or v.shape[:3] != q.shape[:3]:
+        return None
     if max(q.numel(), v.numel(), B * H * 2 * T, T * 64) >= 2**31 or min(B, T, H, V) == 0:
         return None
     if not all(_tma_ready(t) for t in (q, k, v)) or not _cute_available(q.device.index):
