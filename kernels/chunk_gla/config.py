@@ -226,9 +226,10 @@ def _tma_ready(t):
 
 def _cute_plan(q, k, v, use_cu, save_states, sequences=None):
     """(chunks per segment, segments) of the CuTeDSL walk for these inputs, or None where its
-    contract does not hold: 16-bit CUDA inputs on Hopper with CuTeDSL installed, K of 64 or 128,
-    V of 64 or more and a multiple of 8, the chunk states not kept, every tensor TMA-ready, and
-    32-bit indices. Packed sequences are walked whole (one segment). ``sequences``: how many
+    contract does not hold: 16-bit CUDA inputs on Hopper with CuTeDSL installed (k and v of q's
+    dtype, k of q's shape, v of q's batch, length and heads, none of them empty), K of 64 or
+    128, V of 64 or more and a multiple of 8, the chunk states not kept, every tensor TMA-ready,
+    and 32-bit indices. Packed sequences are walked whole (one segment). ``sequences``: how many
     (default B); with the segments of each, the grid's third size (at most 65535, as H)."""
     if not _CUTE_WALK or save_states or not q.is_cuda:
         return None
