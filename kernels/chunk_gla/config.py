@@ -199,6 +199,9 @@ def _env_switch(name, default):
 # into segments only where fewer than _CUTE_SEG_BELOW CTAs would walk: then until about
 # _CUTE_SEG_PROGRAMS walk, each segment of at least _CUTE_SEG_MIN_CHUNKS chunks.
 _CUTE_WALK = _env_switch("ATTNOPS_CHUNK_GLA_CUTE", True)
+# The backward's gradients' pass in CuTeDSL (cute_bwd.py), under the same switch; tests and
+# benchmarks set _CUTE_BWD to choose.
+_CUTE_BWD = _CUTE_WALK
 _CUTE_SEG_BELOW = 128
 _CUTE_SEG_PROGRAMS = 256
 _CUTE_SEG_MIN_CHUNKS = 8
@@ -222,6 +225,26 @@ def _tma_ready(t):
         and t.data_ptr() % 16 == 0
         and all(s * size % 16 == 0 for s in t.stride()[:-1])
     )
+
+
+def _cute_bwd_plan(q, k, v, do, use_cu):
+    """Whether the CuTeDSL gradients' pass (cute_bwd.py) computes dq, dk, dv and dg after the
+    backward's state walks: 16-bit CUDA inputs on Hopper with CuTeDSL installed, k, v and do of
+    q's dtype and shape, K = V of 64 or 128, no packed sequences, every tensor TMA-ready, 32-bit
+    indices, and a grid of (chunks, H, B) with H and B at most 65535."""
+    if not _CUTE_BWD or use_cu or not q.is_cuda:
+        return False
+    B, T, H, K = q.shape
+    if q.dtype not in (torch.bfloat16, torch.float16) or K not in (64, 128):
+        return False
+    if not q.dtype == k.dtype == v.dtype == do.dtype:
+        return False
+    if not q.shape == k.shape == v.shape == do.shape or min(B, T, H) == 0:
+        return False
+    slots = B * cdiv(T, _BT) * H * K * K
+    if max(q.numel(), slots, B * H * 2 * T) >= 2**31 or max(B, H) > _MAX_GRID_YZ:
+        return False
+    return all(_tma_ready(t) for t in (q, k, v, do)) and _cute_available(q.device.index)
 
 
 def _cute_plan(q, k, v, use_cu, save_states, sequences=None):

@@ -464,6 +464,11 @@ def chunk_gla_bwd(
         if h_saved is None:
             _launch_walk(dv, k, v, gc, h0, h, None, cu, None, N, NT, BT, state_cfg, mode, segments)
         _launch_walk(dv, q, do, gc, dht, dh, dh0, cu, scale, N, NT, BT, state_cfg, mode, segments)
+    if config._cute_bwd_plan(q, k, v, do, use_cu):
+        from . import cute_bwd
+
+        cute_bwd.grads(q, k, v, do, gc, h, dh, dq, dk, dv, dg, float(scale))
+        return dq, dk, dv, dg, dh0
     per_sm = 0 if use_cu else qp
     grid = config._items_grid(NKG * NS, H, q.device, per_sm)
     args = (q, k, v, gc, h, dh, do, dq, dk, dv, dg, dg_part, cu, flag, float(scale), T, H, N, NT)

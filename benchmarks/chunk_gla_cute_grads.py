@@ -1,0 +1,119 @@
+"""chunk_gla's backward with its gradients' pass in CuTeDSL (kernels/chunk_gla/cute_bwd.py)
+against the Triton passes, and the whole forward + backward of the public operator with every
+CuTeDSL kernel against the Triton kernels alone, on a Hopper GPU with CuTeDSL installed.
+
+    PYTHONPATH=<site with attnops_kernels and attnops>:. python benchmarks/chunk_gla_cute_grads.py
+
+GPU time by CUDA-graph replay (the smallest median of two rounds that alternate the two
+versions, ``--replays`` replays each), bf16, g = logsigmoid(randn):
+
+- "bwd": ``chunk_gla_bwd`` alone, given the forward's chunk states (``save_states=True``) or
+  recomputing them (the default), Triton passes against the CuTeDSL pass;
+- "fwd+bwd": ``torch.autograd.grad`` of one ``attnops.chunk_gla`` call (the default
+  ``save_states=False``), the Triton kernels alone (``ATTNOPS_CHUNK_GLA_CUTE=0``) against the
+  CuTeDSL walk and pass.
+
+Before timing, each shape's gradients of the two backwards are compared (``BAD`` where one
+differs from the other by more than 2e-2 of its largest value, or is not finite); exit 1 on any.
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import sys
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "benchmarks"))
+from _timing import graph_us, markdown  # noqa: E402
+
+import attnops_kernels.chunk_gla.config as CF  # noqa: E402
+import attnops_kernels.chunk_gla.triton as C  # noqa: E402
+
+SHAPES = [(4, 4096, 16, 128), (8, 2048, 32, 64), (1, 32768, 16, 128), (1, 8192, 4, 128)]
+BAD = 2e-2
+
+
+def inputs(B, T, H, K):
+    gen = torch.Generator(device="cuda").manual_seed(T + H)
+    q, k, v, do = (
+        torch.randn(B, T, H, K, device="cuda", generator=gen).bfloat16() for _ in range(4)
+    )
+    g = F.logsigmoid(torch.randn(B, T, H, device="cuda", generator=gen))
+    return q, k, v, g, do
+
+
+def switch(cute):
+    CF._CUTE_WALK = CF._CUTE_BWD = cute
+
+
+def backward(q, k, v, g, do, h, save):
+    return C.chunk_gla_bwd(q, k, v, g, None, None, None, do, None, h, save_states=save)
+
+
+def step(attnops, xs, do):
+    out = attnops.chunk_gla(*xs)
+    return torch.autograd.grad(out.output, xs, do)
+
+
+def pair(fn, replays, grad=False):
+    # Both versions, alternating, twice: the smaller median of each.
+    times = {False: [], True: []}
+    for _ in range(2):
+        for cute in (False, True):
+            switch(cute)
+            times[cute].append(graph_us(fn, calls=5, replays=replays, grad=grad))
+    return min(times[False]), min(times[True])
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--replays", type=int, default=7)
+    args = ap.parse_args()
+    import attnops
+
+    rows, bad = [], 0
+    for B, T, H, K in SHAPES:
+        q, k, v, g, do = inputs(B, T, H, K)
+        label = f"B{B} T{T} H{H} K=V={K}"
+        switch(False)
+        h = C.chunk_gla_fwd(q, k, v, g, None, None, None, False, save_states=True)[1]
+        for save in (True, False):
+            hs = h if save else None
+            outs = {}
+            for cute in (False, True):
+                switch(cute)
+                outs[cute] = backward(q, k, v, g, do, hs, save)
+            errs = [
+                (a.float() - b.float()).abs().max().item() / b.float().abs().max().item()
+                for a, b in zip(outs[True], outs[False], strict=True)
+            ]
+            worst = max(errs)
+            ok = worst <= BAD and all(torch.isfinite(a).all() for a in outs[True])
+            bad += not ok
+            run = functools.partial(backward, q, k, v, g, do, hs, save)
+            t_tri, t_cute = pair(run, args.replays)
+            kind = "bwd, states saved" if save else "bwd, states recomputed"
+            err = f"{worst:.1e}" + ("" if ok else " BAD")
+            rows.append(
+                [label, kind, f"{t_tri:.1f}", f"{t_cute:.1f}", f"{t_tri / t_cute:.2f}", err]
+            )
+        del h
+        xs = [x.detach().requires_grad_() for x in (q, k, v, g)]
+        t_tri, t_cute = pair(functools.partial(step, attnops, xs, do), args.replays, grad=True)
+        ratio = f"{t_tri / t_cute:.2f}"
+        rows.append([label, "fwd+bwd", f"{t_tri:.1f}", f"{t_cute:.1f}", ratio, ""])
+        torch.cuda.empty_cache()
+    name = torch.cuda.get_device_name()
+    print(f"chunk_gla backward, {name}, torch {torch.__version__}, bf16, us")
+    header = ["shape", "what", "Triton", "CuTeDSL", "Triton / CuTeDSL", "largest diff"]
+    print(markdown(header, rows))
+    sys.exit(1 if bad else 0)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,182 @@
+"""chunk_gla's gradients' pass in CuTeDSL (kernels/chunk_gla/cute_bwd.py, chosen first on
+Hopper after the backward's state walks): where its contract holds (``config._cute_bwd_plan``),
+and on a Hopper GPU with CuTeDSL installed, the same dq, dk, dv, dg and dh0 as the Triton passes
+(within bf16 rounding), the same bits on every run, on odd lengths, sequences shorter than a
+chunk, K = V of 64 and 128, float16 and bfloat16, strided inputs, initial and final states,
+saved and recomputed chunk states, resets and deep decays; and through the public operator
+under autograd, against autograd of the float32 reference.
+
+The contract itself (what goes to Triton instead) is checked on any machine."""
+
+from __future__ import annotations
+
+import importlib.util
+
+import pytest
+import torch
+import torch.nn.functional as F
+from marks import first_by_default
+
+from attnops_kernels.chunk_gla import config as CF
+from attnops_kernels.chunk_gla import triton as C
+from attnops_kernels.chunk_gla.reference import chunk_gla_ref
+
+
+def _hopper_with_cute():
+    if not torch.cuda.is_available():
+        return "needs CUDA: the CuTeDSL gradients' pass runs on Hopper GPUs only"
+    if torch.cuda.get_device_capability() != (9, 0):
+        return "needs a Hopper GPU (compute capability 9.0)"
+    if importlib.util.find_spec("cutlass") is None:
+        return "needs nvidia-cutlass-dsl (the cute extra)"
+    return None
+
+
+_SKIP = _hopper_with_cute()
+
+
+def _rel(a, b):
+    return ((a.float() - b.float()).abs().max() / b.float().abs().max().clamp_min(1e-6)).item()
+
+
+class _Cuda:
+    # Shape, dtype, strides and a 16-byte aligned address: what the plan reads.
+    def __init__(self, *shape, dtype=torch.bfloat16, t=None):
+        self.t = torch.empty(shape, dtype=dtype, device="meta") if t is None else t
+        self.shape, self.dtype, self.is_cuda = self.t.shape, self.t.dtype, True
+        self.device = torch.device("cuda", 0)
+
+    def __getattr__(self, name):
+        return getattr(self.t, name)
+
+    def data_ptr(self):
+        return 1 << 20
+
+
+def test_the_gradients_contract_sends_the_rest_to_triton(monkeypatch):
+    # Each limit alone, past the availability check (faked: this runs on any machine).
+    monkeypatch.setattr(CF, "_CUTE_BWD", True)
+    monkeypatch.setattr(CF, "_cute_available", lambda index: True)
+
+    def plan(B, T, H, K, V=None, cu=False, dtype=torch.bfloat16, **other):
+        x = _Cuda(B, T, H, K, dtype=dtype)
+        v = _Cuda(B, T, H, K if V is None else V, dtype=dtype)
+        args = dict(q=x, k=x, v=v, do=v) | other
+        return CF._cute_bwd_plan(args["q"], args["k"], args["v"], args["do"], cu)
+
+    assert plan(2, 256, 4, 128) and plan(2, 100, 3, 64) and plan(4, 4096, 16, 128)
+    assert not plan(2, 256, 4, 128, cu=True)  # packed sequences
+    assert not plan(2, 256, 4, 128, 64) and not plan(2, 256, 4, 64, 128)  # K != V
+    assert not plan(2, 256, 4, 96) and not plan(2, 256, 4, 256)  # K neither 64 nor 128
+    assert not plan(2, 256, 4, 128, dtype=torch.float32)
+    assert not plan(0, 256, 4, 128) and not plan(2, 0, 4, 128) and not plan(2, 256, 0, 128)
+    assert not plan(2, 256, 4, 128, k=_Cuda(2, 256, 4, 128, dtype=torch.float16))
+    assert not plan(2, 256, 4, 128, do=_Cuda(2, 256, 4, 128, dtype=torch.float16))
+    assert not plan(2, 256, 4, 128, do=_Cuda(2, 255, 4, 128))  # do not v's shape
+    assert not plan(1, 256, 65536, 64) and not plan(65536, 64, 1, 64)  # grid sizes
+    assert not plan(1, 2**25, 64, 64)  # 32-bit indices
+    # do as autograd may hand it: expanded (stride 0), or transposed.
+    expanded = _Cuda(
+        t=torch.empty((1,), dtype=torch.bfloat16, device="meta").expand(2, 256, 4, 128)
+    )
+    assert not plan(2, 256, 4, 128, do=expanded)
+    monkeypatch.setattr(CF, "_CUTE_BWD", False)
+    assert not plan(2, 256, 4, 128)
+    monkeypatch.setattr(CF, "_CUTE_BWD", True)
+    x = torch.randn(2, 256, 4, 128, dtype=torch.bfloat16)
+    assert not CF._cute_bwd_plan(x, x, x, x, False)  # not CUDA
+
+
+def _inputs(B, T, H, K, dtype, gen, strided=False, decay="logsigmoid", states=True):
+    def rand(*shape):
+        if strided:
+            # Every other head of a wider tensor: strides that are not the compact ones.
+            wide = (*shape[:2], 2 * shape[2], shape[3])
+            return torch.randn(wide, generator=gen).to(dtype).cuda()[:, :, ::2]
+        return torch.randn(shape, generator=gen).to(dtype).cuda()
+
+    q, k, v, do = (rand(B, T, H, K) for _ in range(4))
+    g = F.logsigmoid(torch.randn(B, T, H, generator=gen))
+    if decay == "resets":
+        g[:, ::37] = -torch.inf
+    elif decay == "deep":
+        g[:, 1::3] = -1e4
+    elif decay == "none":
+        g.zero_()
+    h0 = torch.randn(B, H, K, K, generator=gen).cuda() if states else None
+    dht = torch.randn(B, H, K, K, generator=gen).cuda() if states else None
+    return q, k, v, g.cuda(), h0, do, dht
+
+
+def _backward(monkeypatch, cute_on, args, save):
+    q, k, v, g, h0, do, dht = args
+    h = None
+    if save:
+        monkeypatch.setattr(CF, "_CUTE_WALK", False)
+        h = C.chunk_gla_fwd(q, k, v, g, None, h0, None, False, save_states=True)[1]
+    monkeypatch.setattr(CF, "_CUTE_BWD", cute_on)
+    return C.chunk_gla_bwd(q, k, v, g, None, h0, None, do, dht, h, save_states=save)
+
+
+@pytest.mark.skipif(_SKIP is not None, reason=_SKIP or "")
+@pytest.mark.parametrize(
+    ("B", "T", "H", "K", "dtype", "strided", "decay", "states"),
+    first_by_default(
+        [
+            (2, 1000, 3, 128, torch.bfloat16, False, "logsigmoid", True),
+            (2, 300, 2, 64, torch.bfloat16, False, "logsigmoid", True),
+            (2, 777, 2, 128, torch.float16, True, "logsigmoid", False),
+            (1, 129, 2, 64, torch.float16, True, "resets", True),
+            (3, 1, 2, 128, torch.bfloat16, False, "logsigmoid", True),
+            (3, 5, 2, 64, torch.bfloat16, False, "deep", True),
+            (1, 4096, 2, 128, torch.bfloat16, False, "deep", False),
+            (2, 256, 1, 128, torch.bfloat16, False, "none", True),
+        ]
+    ),
+)
+def test_cute_gradients_match_the_triton_passes(
+    monkeypatch, B, T, H, K, dtype, strided, decay, states
+):
+    from attnops_kernels.chunk_gla import cute_bwd
+
+    calls = []
+    grads = cute_bwd.grads
+    monkeypatch.setattr(cute_bwd, "grads", lambda *a: calls.append(1) or grads(*a))
+    gen = torch.Generator().manual_seed(T + K)
+    args = _inputs(B, T, H, K, dtype, gen, strided, decay, states)
+    q, k, v, _, _, do, _ = args
+    monkeypatch.setattr(CF, "_CUTE_BWD", True)
+    assert CF._cute_bwd_plan(q, k, v, do, False), "the pass's contract should hold here"
+    for save in (False, True):
+        ours = _backward(monkeypatch, True, args, save)
+        again = _backward(monkeypatch, True, args, save)
+        assert len(calls) == 2 * (1 + save)
+        theirs = _backward(monkeypatch, False, args, save)
+        for name, a, b, c in zip(("dq", "dk", "dv", "dg", "dh0"), ours, again, theirs, strict=True):
+            assert torch.isfinite(a).all(), name
+            assert torch.equal(a, b), f"{name} differs between two runs"
+            assert _rel(a, c) < 1e-2, (name, save, _rel(a, c))
+
+
+@pytest.mark.skipif(_SKIP is not None, reason=_SKIP or "")
+def test_the_public_operator_takes_cute_gradients_as_reference_autograd_does(monkeypatch):
+    # The operator under autograd, its gradients from the CuTeDSL pass, against
+    # autograd of the float32 token-by-token reference.
+    import attnops
+    from attnops_kernels.chunk_gla import cute_bwd
+
+    calls = []
+    grads = cute_bwd.grads
+    monkeypatch.setattr(cute_bwd, "grads", lambda *a: calls.append(1) or grads(*a))
+    monkeypatch.setattr(CF, "_CUTE_BWD", True)
+    gen = torch.Generator().manual_seed(3)
+    q, k, v, g, h0, do, dht = _inputs(1, 150, 2, 64, torch.bfloat16, gen)
+    xs = [x.detach().requires_grad_() for x in (q, k, v, g, h0)]
+    out = attnops.chunk_gla(*xs[:4], initial_state=xs[4], output_final_state=True)
+    ours = torch.autograd.grad((out.output, out.final_state), xs, (do, dht))
+    assert calls, "the CuTeDSL gradients' pass should have run"
+    ref = [x.detach().double().requires_grad_() for x in (q, k, v, g, h0)]
+    o, ht = chunk_gla_ref(*ref[:4], initial_state=ref[4], output_final_state=True)
+    theirs = torch.autograd.grad((o, ht), ref, (do.double(), dht.double()))
+    for name, a, b in zip(("q", "k", "v", "g", "initial_state"), ours, theirs, strict=True):
+        assert _rel(a, b) < 2e-2, (name, _rel(a, b))
