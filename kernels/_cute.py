@@ -1,8 +1,9 @@
 """Helpers shared by the CuTeDSL kernel modules: fake signatures, a compile cache keyed on static
 properties, and launching through TVM-FFI (or, without it, through ``from_dlpack``).
 
-Only CuTe kernel modules import this, on their first launch, so importing ``cutlass`` here is
-fine; ``import attnops`` never reaches it.
+Only CuTe kernel modules import this, on their first launch; ``import attnops`` never reaches it.
+``cutlass`` is imported where it is used, so that a kernel loaded from the disk cache (Note [CuTe
+disk cache]) needs none of it, and the cache's helpers are tested where CuTeDSL is not installed.
 
 Note [CuTe signatures]: a launcher compiles each kernel once per static key and reuses it for
 every outer size. Sizes that change per call (rows) are symbolic in the fake tensors it compiles
@@ -26,21 +27,14 @@ import contextlib
 import dataclasses
 import functools
 from collections.abc import Callable, Hashable, Iterator, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import cutlass
-import cutlass.cute as cute
 import torch
-from cutlass.cute.runtime import from_dlpack, make_fake_compact_tensor, make_fake_tensor
 
 from . import _abi
 
-_CUTE_DTYPES = {
-    torch.bfloat16: cutlass.BFloat16,
-    torch.float16: cutlass.Float16,
-    torch.float32: cutlass.Float32,
-    torch.int32: cutlass.Int32,
-}
+if TYPE_CHECKING:
+    import cutlass
 
 _FORCE_DLPACK = False
 
@@ -57,14 +51,24 @@ def tvm_ffi_available() -> bool:
 
 def cute_dtype(dtype: torch.dtype) -> type[cutlass.Numeric]:
     """The CuTe numeric type of a torch dtype (bfloat16, float16, float32, int32)."""
+    import cutlass
+
+    types = {
+        torch.bfloat16: cutlass.BFloat16,
+        torch.float16: cutlass.Float16,
+        torch.float32: cutlass.Float32,
+        torch.int32: cutlass.Int32,
+    }
     try:
-        return _CUTE_DTYPES[dtype]
+        return types[dtype]
     except KeyError:
         raise TypeError(f"no CuTe kernel for dtype {dtype}") from None
 
 
 def sym_int(int64: bool) -> Any:
     """A new symbolic size: 64-bit for the int64 ABI, else 32-bit."""
+    import cutlass.cute as cute
+
     return cute.sym_int64() if int64 else cute.sym_int32()
 
 
@@ -90,6 +94,8 @@ def make_fake_strided_tensor(
     Returns:
         The fake tensor, to pass to ``cute.compile`` in place of a real one.
     """
+    from cutlass.cute.runtime import make_fake_tensor
+
     dtype = cute_dtype(dtype) if isinstance(dtype, torch.dtype) else dtype
     dims = tuple(sym_int(int64) if s is None else s for s in shape)
     contiguous_dim %= len(dims)
@@ -106,6 +112,8 @@ def make_fake_row_major_tensor(
 ) -> Any:
     """A fake compact row-major ``cute.Tensor``: strides follow from ``shape``, so they are static
     where the inner sizes are. Arguments as in :func:`make_fake_strided_tensor`."""
+    from cutlass.cute.runtime import make_fake_compact_tensor
+
     dtype = cute_dtype(dtype) if isinstance(dtype, torch.dtype) else dtype
     dims = tuple(sym_int(int64) if s is None else s for s in shape)
     order = tuple(reversed(range(len(dims))))
@@ -158,6 +166,8 @@ def _fake_args(args: Sequence[TensorArg], int64: bool, tvm_ffi: bool) -> list[An
 
 
 def _dlpack_arg(t: torch.Tensor, a: TensorArg, int64: bool) -> Any:
+    from cutlass.cute.runtime import from_dlpack
+
     c = from_dlpack(t.detach(), assumed_align=a.align, use_32bit_stride=not int64)
     if a.compact:
         return c.mark_compact_shape_dynamic(mode=0, stride_order=tuple(range(t.ndim)))
@@ -221,6 +231,8 @@ class CompileCache:
                 "apache-tvm-ffi is not installed: CuTeDSL kernels launch through from_dlpack, "
                 "which costs tens of microseconds more per call than TVM-FFI",
             )
+        import cutlass.cute as cute
+
         jit_fn, args, scalars, int64 = self._build(key)
         fakes = _fake_args(args, int64, tvm_ffi)
         stream = cute.runtime.make_fake_stream(use_tvm_ffi_env_stream=tvm_ffi)
