@@ -420,7 +420,8 @@ class CompileCache:
     arguments (their types matter, not their values), and the ABI. A miss compiles against fake
     tensors only, never real data; each launch path (Note [CuTe launch paths]) has its own table.
     Behind the tables is the disk cache (Note [CuTe disk cache]); its entries are named after the
-    source of the module that defines ``build`` (which must define what it builds) and of this one.
+    source of every module in the folder of the one that defines ``build`` (which must hold what
+    it builds) and of this one.
     """
 
     def __init__(
@@ -474,7 +475,10 @@ class CompileCache:
 
     def _entry_name(self, key: Hashable, tvm_ffi: bool) -> str | None:
         try:
-            return _entry_name(self.op, key, (inspect.getfile(self._build), __file__), tvm_ffi)
+            # Every module beside the build's (kernels there share helpers) and this one.
+            here = Path(inspect.getfile(self._build)).parent
+            sources = (*sorted(map(str, here.glob("*.py"))), __file__)
+            return _entry_name(self.op, key, sources, tvm_ffi)
         except (OSError, TypeError):  # a build without a source file is not kept on disk
             return None
 
