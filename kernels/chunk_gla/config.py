@@ -200,8 +200,12 @@ def _env_switch(name, default):
 # _CUTE_SEG_PROGRAMS walk, each segment of at least _CUTE_SEG_MIN_CHUNKS chunks.
 _CUTE_WALK = _env_switch("ATTNOPS_CHUNK_GLA_CUTE", True)
 # The backward's gradients' pass in CuTeDSL (cute_bwd.py), under the same switch; tests and
-# benchmarks set _CUTE_BWD to choose.
+# benchmarks set _CUTE_BWD to choose. It computes K = V of 64 or 128, and is chosen where it
+# measured faster than the Triton passes: K = 128 (at K = 64 the Triton pass that also forms dv,
+# two programs per multiprocessor taking items in turn, measured 4% faster; docs/performance.md,
+# "chunk_gla: the CuTeDSL gradients' pass").
 _CUTE_BWD = _CUTE_WALK
+_CUTE_BWD_KS = (128,)
 _CUTE_SEG_BELOW = 128
 _CUTE_SEG_PROGRAMS = 256
 _CUTE_SEG_MIN_CHUNKS = 8
@@ -230,12 +234,12 @@ def _tma_ready(t):
 def _cute_bwd_plan(q, k, v, do, use_cu):
     """Whether the CuTeDSL gradients' pass (cute_bwd.py) computes dq, dk, dv and dg after the
     backward's state walks: 16-bit CUDA inputs on Hopper with CuTeDSL installed, k, v and do of
-    q's dtype and shape, K = V of 64 or 128, no packed sequences, every tensor TMA-ready, 32-bit
-    indices, and a grid of (chunks, H, B) with H and B at most 65535."""
+    q's dtype and shape, K = V in ``_CUTE_BWD_KS``, no packed sequences, every tensor TMA-ready,
+    32-bit indices, and a grid of (chunks, H, B) with H and B at most 65535."""
     if not _CUTE_BWD or use_cu or not q.is_cuda:
         return False
     B, T, H, K = q.shape
-    if q.dtype not in (torch.bfloat16, torch.float16) or K not in (64, 128):
+    if q.dtype not in (torch.bfloat16, torch.float16) or K not in _CUTE_BWD_KS:
         return False
     if not q.dtype == k.dtype == v.dtype == do.dtype:
         return False

@@ -40,7 +40,7 @@ import cutlass.cute as cute
 import cutlass.utils as utils
 import cutlass.utils.hopper_helpers as sm90_utils
 import torch
-from cutlass import Float32, Int32
+from cutlass import Float32
 from cutlass.cute.nvgpu import cpasync, warpgroup
 from cutlass.tensor_utils.layout import LayoutEnum
 
@@ -49,9 +49,6 @@ from .cute import _cute_dtype, _gemm, _load_decay, _publish_decay
 
 BT = 64  # tokens per chunk
 _WG_COLS = 64  # result columns per warpgroup
-# CTAs that fit on a multiprocessor (shared memory: about 165 KB at K = 128, 85 KB at 64); each
-# takes the (chunk, head) items in turn, loading the next item's tiles while it finishes one.
-_CTAS_PER_SM = {64: 2, 128: 1}
 _LOG2E = math.log2(math.e)
 
 
@@ -143,7 +140,6 @@ class _Grads:
         mDV: cute.Tensor,  # [B, T, H, V]
         mDG: cute.Tensor,  # [B, T, H] float32
         scale: Float32,
-        ctas: Int32,
         stream: cuda.CUstream,
     ):
         K = self.K
@@ -195,8 +191,7 @@ class _Grads:
             dec: cute.struct.MemRange[Float32, 5 * BT]
             p: cute.struct.MemRange[Float32, BT * (BT + 1)]  # P, rows padded by one
             parts: cute.struct.MemRange[Float32, 2 * 2 * BT]  # q and k row dots, per warpgroup
-            psum: cute.struct.MemRange[Float32, 4 * BT]  # partial sums of P, then scans
-            tot: cute.struct.MemRange[Float32, 2]  # one warp's total of gq, the other's of gk
+            sums: cute.struct.MemRange[Float32, 2 * BT]  # gq, gk
             red: cute.struct.MemRange[Float32, 8]  # <h, dh> per warp
             q: cute.struct.Align[cute.struct.MemRange[dt, cute.cosize(tok)], 1024]
             k: cute.struct.Align[cute.struct.MemRange[dt, cute.cosize(tok)], 1024]
@@ -211,7 +206,7 @@ class _Grads:
             m_s, m_i, m_j, m_m, tma_q, gq, tma_k, gk, tma_v, gv, tma_do, gdo, tma_h, gh, tma_dh,
             gdh, mGc, mDQ, mDK, mDV, mDG, scale, tok, st, att, Shared, tok_bytes, st_bytes,
         ).launch(
-            grid=(ctas, 1, 1),
+            grid=((T + BT - 1) // BT, H, B),
             block=(self.threads, 1, 1),
             smem=Shared.size_in_bytes(),
             stream=stream,
@@ -251,11 +246,12 @@ class _Grads:
     ):
         K = self.K
         tid, _, _ = cute.arch.thread_idx()
-        first, _, _ = cute.arch.block_idx()
-        step, _, _ = cute.arch.grid_dim()
-        B, T, H = mDQ.shape[0], mDQ.shape[1], mDQ.shape[2]
+        i_c, i_h, i_b = cute.arch.block_idx()
+        T = mDQ.shape[1]
         NT = (T + BT - 1) // BT
-        items = B * H * NT
+        i_s = i_b * NT + i_c
+        t0 = i_c * BT
+        n_ok = cutlass.min(BT, T - t0)
         lane = tid % 32
         warp = cute.arch.make_warp_uniform(cute.arch.warp_idx())
         wg = tid // 128
@@ -281,9 +277,7 @@ class _Grads:
         parts = sh.parts.get_tensor(cute.make_layout((2, 2, BT), stride=(2 * BT, BT, 1)))
         qparts = parts[0, None, None]
         kparts = parts[1, None, None]
-        # Partial row and column sums of P: (group, token), groups as in the tail below.
-        psum = sh.psum.get_tensor(cute.make_layout((4, BT), stride=(BT, 1)))
-        tot = sh.tot.get_tensor(cute.make_layout(2))
+        sums = sh.sums.get_tensor(cute.make_layout((2, BT), stride=(BT, 1)))
         red = sh.red.get_tensor(cute.make_layout(8))
 
         if warp == 0:
@@ -291,11 +285,40 @@ class _Grads:
                 cute.arch.mbarrier_init(bars, 1)
                 cute.arch.mbarrier_init(bars + 1, 1)
             cute.arch.mbarrier_init_fence()
+
+        def part(tma, s, g):
+            return cpasync.tma_partition(
+                tma, 0, cute.make_layout(1), cute.group_modes(s, 0, 2), cute.group_modes(g, 0, 2)
+            )
+
+        tQs, tQg = part(tma_q, sQ, cute.local_tile(gq[None, None, i_h, i_b], (BT, K), (None, 0)))
+        tKs, tKg = part(tma_k, sK, cute.local_tile(gk[None, None, i_h, i_b], (BT, K), (None, 0)))
+        tVs, tVg = part(tma_v, sV, cute.local_tile(gv[None, None, i_h, i_b], (BT, K), (None, 0)))
+        tDOs, tDOg = part(
+            tma_do, sDO, cute.local_tile(gdo[None, None, i_h, i_b], (BT, K), (None, 0))
+        )
+        tHs, tHg = part(tma_h, sH, cute.local_tile(gh[None, None, i_h, i_s], (K, K), (None, 0)))
+        tDHs, tDHg = part(
+            tma_dh, sDH, cute.local_tile(gdh[None, None, i_h, i_s], (K, K), (None, 0))
+        )
         cute.arch.sync_threads()
-        loads = (tma_q, gq, tma_k, gk, tma_v, gv, tma_do, gdo, tma_h, gh, tma_dh, gdh)
-        tiles = (sQ, sK, sV, sDO, sH, sDH)
-        if warp == 0 and first < items:
-            self._issue(loads, tiles, bars, first, H, NT, tok_bytes, st_bytes)
+
+        if warp == 0:
+            # A TMA copy elects its issuing lane itself: the whole warp issues.
+            with cute.arch.elect_one():
+                cute.arch.mbarrier_arrive_and_expect_tx(bars, tok_bytes)
+            cute.copy(tma_q, tQg[None, i_c], tQs[None, 0], tma_bar_ptr=bars)
+            cute.copy(tma_k, tKg[None, i_c], tKs[None, 0], tma_bar_ptr=bars)
+            cute.copy(tma_v, tVg[None, i_c], tVs[None, 0], tma_bar_ptr=bars)
+            cute.copy(tma_do, tDOg[None, i_c], tDOs[None, 0], tma_bar_ptr=bars)
+            with cute.arch.elect_one():
+                cute.arch.mbarrier_arrive_and_expect_tx(bars + 1, st_bytes)
+            cute.copy(tma_h, tHg[None, 0], tHs[None, 0], tma_bar_ptr=bars + 1)
+            cute.copy(tma_dh, tDHg[None, 0], tDHs[None, 0], tma_bar_ptr=bars + 1)
+
+        g0, cc0, gl0, span0 = _load_decay(mGc, i_b, i_h, t0, T, tid)
+        _publish_decay(dec, tid, g0, cc0, gl0, span0, scale)
+        cute.arch.sync_threads()
 
         t_s = m_s.get_slice(tid)
         t_i = m_i.get_slice(tid)
@@ -326,198 +349,111 @@ class _Grads:
         acc_v = t_j.make_fragment_C(t_j.partition_shape_C((BT, K)))
         cA = t_s.partition_C(cute.make_identity_tensor((BT, BT)))
         cR = t_i.partition_C(cute.make_identity_tensor((BT, K)))
-        yA = cute.make_rmem_tensor_like(acc_a, self.dtype)
-        yDA = cute.make_rmem_tensor_like(acc_da, self.dtype)
+
+        cute.arch.mbarrier_wait(bars, 0)
+        warpgroup.fence()
+        _gemm(m_s, acc_a, aQ, bK, False)
+        _gemm(m_s, acc_da, aDOs, bV, False)
+        warpgroup.commit_group()
+        cute.arch.mbarrier_wait(bars + 1, 0)
+        _gemm(m_i, acc_q, aDO, bH, False)
+        warpgroup.commit_group()
+        _gemm(m_i, acc_k, aV, bDH, False)
+        warpgroup.commit_group()
+        _gemm(m_j, acc_v, aK, bDHt, False)
+        warpgroup.commit_group()
+
+        # <h, dh> while the products run: 8 columns (16 bytes) at a time.
         zH = cute.zipped_divide(sH, (1, 8, 1))  # ((1, 8, 1), (K, V / 8, 1))
         zDH = cute.zipped_divide(sDH, (1, 8, 1))
+        hdh = Float32(0.0)
+        for n in cutlass.range_constexpr(K * K // 8 // self.threads):
+            e = tid + n * self.threads
+            x = zH[None, (e // (K // 8), e % (K // 8), 0)].load().to(Float32)
+            y = zDH[None, (e // (K // 8), e % (K // 8), 0)].load().to(Float32)
+            hdh = hdh + (x * y).reduce(cute.ReductionOp.ADD, Float32(0.0), 0)
+        for off in cutlass.range_constexpr(5):
+            hdh = hdh + cute.arch.shuffle_sync_bfly(hdh, offset=16 >> off)
+        if lane == 0:
+            red[warp] = hdh
 
-        n = Int32(0)
-        for it in cutlass.range(first, items, step, unroll=1):
-            i_c = it % NT
-            i_h = (it // NT) % H
-            i_b = it // (NT * H)
-            t0 = i_c * BT
-            n_ok = cutlass.min(BT, T - t0)
-            phase = n % 2
-            g0, cc0, gl0, span0 = _load_decay(mGc, i_b, i_h, t0, T, tid)
-            # Every thread is past the previous item's tail: dec and the sums may be rewritten.
-            cute.arch.sync_threads()
-            _publish_decay(dec, tid, g0, cc0, gl0, span0, scale)
-            cute.arch.sync_threads()
+        # A' and dA', and P, once A and dA are done.
+        warpgroup.wait_group(3)
+        yA = cute.make_rmem_tensor_like(acc_a, self.dtype)
+        yDA = cute.make_rmem_tensor_like(acc_da, self.dtype)
+        for i in cutlass.range_constexpr(cute.size(acc_a)):
+            qi, kj = cA[i]
+            span = (dec[qi, 0] - dec[kj, 0]) + (dec[qi, 1] - dec[kj, 1])
+            d = scale * cute.math.exp2(span * _LOG2E, fastmath=True)
+            if kj > qi or qi >= n_ok:
+                d = Float32(0.0)
+            da = acc_da[i] * d
+            p = da * acc_a[i]
+            if kj == qi:
+                p = Float32(0.0)
+            sP[qi, kj] = p
+            yA[i] = (acc_a[i] * d).to(self.dtype)
+            yDA[i] = da.to(self.dtype)
+        cute.autovec_copy(yA, t_s.partition_C(sA[None, None, 0]))
+        cute.autovec_copy(yDA, t_s.partition_C(sDA[None, None, 0]))
+        cute.arch.fence_proxy("async.shared", space="cta")
+        cute.arch.sync_threads()
 
-            cute.arch.mbarrier_wait(bars, phase)
-            warpgroup.fence()
-            _gemm(m_s, acc_a, aQ, bK, False)
-            _gemm(m_s, acc_da, aDOs, bV, False)
-            warpgroup.commit_group()
-            cute.arch.mbarrier_wait(bars + 1, phase)
-            _gemm(m_i, acc_q, aDO, bH, False)
-            warpgroup.commit_group()
-            _gemm(m_i, acc_k, aV, bDH, False)
-            warpgroup.commit_group()
-            _gemm(m_j, acc_v, aK, bDHt, False)
-            warpgroup.commit_group()
+        # dq: its first term scaled, q's row dots, then dA' k onto it.
+        warpgroup.wait_group(2)
+        _scale_rows(acc_q, cR, dec, 3)
+        _row_dots(acc_q, cR, sQ, qparts, wg, lane)
+        warpgroup.fence()
+        _gemm(m_j, acc_q, aDA, bKt, True)
+        warpgroup.commit_group()
+        # dk: likewise with exp(G_L - G_j), k's row dots, then dA'^T q.
+        warpgroup.wait_group(2)
+        _scale_rows(acc_k, cR, dec, 2)
+        _row_dots(acc_k, cR, sK, kparts, wg, lane)
+        warpgroup.fence()
+        _gemm(m_m, acc_k, aDAt, bQt, True)
+        warpgroup.commit_group()
+        # dv: k dh scaled by exp(G_L - G_j), then A'^T do.
+        warpgroup.wait_group(2)
+        _scale_rows(acc_v, cR, dec, 2)
+        warpgroup.fence()
+        _gemm(m_m, acc_v, aAt, bDOt, True)
+        warpgroup.commit_group()
 
-            # <h, dh> while the products run: 8 columns (16 bytes) at a time.
-            hdh = Float32(0.0)
-            for e8 in cutlass.range_constexpr(K * K // 8 // self.threads):
-                e = tid + e8 * self.threads
-                x = zH[None, (e // (K // 8), e % (K // 8), 0)].load().to(Float32)
-                y = zDH[None, (e // (K // 8), e % (K // 8), 0)].load().to(Float32)
-                hdh = hdh + (x * y).reduce(cute.ReductionOp.ADD, Float32(0.0), 0)
-            for off in cutlass.range_constexpr(5):
-                hdh = hdh + cute.arch.shuffle_sync_bfly(hdh, offset=16 >> off)
-            if lane == 0:
-                red[warp] = hdh
+        warpgroup.wait_group(2)
+        self._store(acc_q, cR, t_i, mDQ, i_b, t0, i_h, n_ok)
+        warpgroup.wait_group(1)
+        self._store(acc_k, cR, t_i, mDK, i_b, t0, i_h, n_ok)
+        warpgroup.wait_group(0)
+        self._store(acc_v, cR, t_j, mDV, i_b, t0, i_h, n_ok)
 
-            # A' and dA', and P, once A and dA are done.
-            warpgroup.wait_group(3)
-            for i in cutlass.range_constexpr(cute.size(acc_a)):
-                qi, kj = cA[i]
-                span = (dec[qi, 0] - dec[kj, 0]) + (dec[qi, 1] - dec[kj, 1])
-                d = scale * cute.math.exp2(span * _LOG2E, fastmath=True)
-                if kj > qi or qi >= n_ok:
-                    d = Float32(0.0)
-                da = acc_da[i] * d
-                p = da * acc_a[i]
-                if kj == qi:
-                    p = Float32(0.0)
-                sP[qi, kj] = p
-                yA[i] = (acc_a[i] * d).to(self.dtype)
-                yDA[i] = da.to(self.dtype)
-            cute.autovec_copy(yA, t_s.partition_C(sA[None, None, 0]))
-            cute.autovec_copy(yDA, t_s.partition_C(sDA[None, None, 0]))
-            cute.arch.fence_proxy("async.shared", space="cta")
-            cute.arch.sync_threads()
-
-            # dq: its first term scaled, q's row dots, then dA' k onto it.
-            warpgroup.wait_group(2)
-            _scale_rows(acc_q, cR, dec, 3)
-            _row_dots(acc_q, cR, sQ, qparts, wg, lane)
-            warpgroup.fence()
-            _gemm(m_j, acc_q, aDA, bKt, True)
-            warpgroup.commit_group()
-            # dk: likewise with exp(G_L - G_j), k's row dots, then dA'^T q.
-            warpgroup.wait_group(2)
-            _scale_rows(acc_k, cR, dec, 2)
-            _row_dots(acc_k, cR, sK, kparts, wg, lane)
-            warpgroup.fence()
-            _gemm(m_m, acc_k, aDAt, bQt, True)
-            warpgroup.commit_group()
-            # dv: k dh scaled by exp(G_L - G_j), then A'^T do.
-            warpgroup.wait_group(2)
-            _scale_rows(acc_v, cR, dec, 2)
-            warpgroup.fence()
-            _gemm(m_m, acc_v, aAt, bDOt, True)
-            warpgroup.commit_group()
-            warpgroup.wait_group(0)
-
-            # Every product is done: the next item's tiles load while this one's results are
-            # stored and its dg is summed.
-            cute.arch.sync_threads()
-            if warp == 0 and it + step < items:
-                self._issue(loads, tiles, bars, it + step, H, NT, tok_bytes, st_bytes)
-            self._store(acc_q, cR, t_i, mDQ, i_b, t0, i_h, n_ok)
-            self._store(acc_k, cR, t_i, mDK, i_b, t0, i_h, n_ok)
-            self._store(acc_v, cR, t_j, mDV, i_b, t0, i_h, n_ok)
-            self._dg(sP, psum, qparts, kparts, tot, red, dec, mDG, tid, lane, i_b, t0, i_h, n_ok)
-            n += 1
-
-    @cute.jit
-    def _issue(self, loads, tiles, bars, it, H, NT, tok_bytes: cutlass.Constexpr, st_bytes):
-        """One warp: the TMA loads of item ``it``'s tiles (a TMA copy elects its issuing lane
-        itself, so every lane of the warp must reach it)."""
-        K = self.K
-        tma_q, gq, tma_k, gk, tma_v, gv, tma_do, gdo, tma_h, gh, tma_dh, gdh = loads
-        sQ, sK, sV, sDO, sH, sDH = tiles
-        i_c = it % NT
-        i_h = (it // NT) % H
-        i_b = it // (NT * H)
-        i_s = i_b * NT + i_c
-        with cute.arch.elect_one():
-            cute.arch.mbarrier_arrive_and_expect_tx(bars, tok_bytes)
-        for tma, s, g in ((tma_q, sQ, gq), (tma_k, sK, gk), (tma_v, sV, gv), (tma_do, sDO, gdo)):
-            ts, tg = cpasync.tma_partition(
-                tma,
-                0,
-                cute.make_layout(1),
-                cute.group_modes(s, 0, 2),
-                cute.group_modes(
-                    cute.local_tile(g[None, None, i_h, i_b], (BT, K), (None, 0)), 0, 2
-                ),
-            )
-            cute.copy(tma, tg[None, i_c], ts[None, 0], tma_bar_ptr=bars)
-        with cute.arch.elect_one():
-            cute.arch.mbarrier_arrive_and_expect_tx(bars + 1, st_bytes)
-        for tma, s, g in ((tma_h, sH, gh), (tma_dh, sDH, gdh)):
-            ts, tg = cpasync.tma_partition(
-                tma,
-                0,
-                cute.make_layout(1),
-                cute.group_modes(s, 0, 2),
-                cute.group_modes(cute.local_tile(g[None, None, i_h, i_s], (K, K), (None, 0)), 0, 2),
-            )
-            cute.copy(tma, tg[None, 0], ts[None, 0], tma_bar_ptr=bars + 1)
-
-    @cute.jit
-    def _dg(self, sP, psum, qparts, kparts, tot, red, dec, mDG, tid, lane, i_b, t0, i_h, n_ok):
-        """The chunk's dg (Note [chunk_gla CuTe gradients]), every sum in a fixed order: the row
-        and column sums of P by groups of 64 threads, each over a share of P; then two warps
-        scan the per-token terms (the suffix sums of gq, the prefix sums of gk)."""
-        groups = self.threads // 64
-        half = groups // 2
-        g = tid // 64
-        t = tid % 64
-        span = BT // half
-        lo = (g % half) * span
-        acc = Float32(0.0)
-        if g < half:
-            for j in cutlass.range(lo, lo + span, unroll=8):
-                acc = acc + sP[t, j]
-        else:
-            for j in cutlass.range(lo, lo + span, unroll=8):
-                acc = acc + sP[j, t]
-        psum[g, t] = acc
+        # dg: the row and column sums of P and the row dots, in a fixed order.
         cute.arch.sync_threads()
         if tid < BT:
-            gq = Float32(0.0)
-            for w in cutlass.range_constexpr(half):
-                gq = gq + psum[w, tid]
-            for w in cutlass.range_constexpr(half):
-                gq = gq - psum[half + w, tid]
-            gk = Float32(0.0)
+            rs = Float32(0.0)
+            cs = Float32(0.0)
+            for j in cutlass.range(BT, unroll=8):
+                rs = rs + sP[tid, j]
+                cs = cs + sP[j, tid]
+            sq = rs - cs
+            sk = Float32(0.0)
             for w in cutlass.range_constexpr(self.wgs):
-                gq = gq + qparts[w, tid]
-                gk = gk + kparts[w, tid]
-            # Within each warp: suffix sums of gq, prefix sums of gk.
-            sq = gq
-            pk = gk
-            for b in cutlass.range_constexpr(5):
-                o = 1 << b
-                up = cute.arch.shuffle_sync_down(sq, offset=o)
-                if lane + o < 32:
-                    sq = sq + up
-                down = cute.arch.shuffle_sync_up(pk, offset=o)
-                if lane >= o:
-                    pk = pk + down
-            if tid == 32:
-                tot[0] = sq  # the second warp's gq, all of it
-            if tid == 31:
-                tot[1] = pk  # the first warp's gk, all of it
-            psum[0, tid] = sq
-            psum[1, tid] = pk - gk
+                sq = sq + qparts[w, tid]
+                sk = sk + kparts[w, tid]
+            sums[0, tid] = sq
+            sums[1, tid] = sk
         cute.arch.sync_threads()
         if tid < n_ok:
             total = Float32(0.0)
             for w in cutlass.range_constexpr(self.threads // 32):
                 total = total + red[w]
-            x = total * cute.math.exp2(dec[0, 4] * _LOG2E, fastmath=True)
-            x = x + psum[0, tid] + psum[1, tid]
-            if tid < 32:
-                x = x + tot[0]
-            else:
-                x = x + tot[1]
-            mDG[i_b, t0 + tid, i_h] = x
+            acc = total * cute.math.exp2(dec[0, 4] * _LOG2E, fastmath=True)
+            for s in cutlass.range(BT, unroll=8):
+                if s >= tid:
+                    acc = acc + sums[0, s]
+                else:
+                    acc = acc + sums[1, s]
+            mDG[i_b, t0 + tid, i_h] = acc
 
     @cute.jit
     def _store(self, acc, coord, thr, mX, i_b, t0, i_h, n_ok):
@@ -552,7 +488,7 @@ def _build(key):
     out = TensorArg(dtype, (None, None, None, K), compact=True, align=16)
     dg = TensorArg(torch.float32, (None, None, None), compact=True)
     fn = _Grads(_cute_dtype(dtype), K)
-    return fn, (x, x, x, x, gc, s, s, out, out, out, dg), (Float32(1.0), Int32(1)), False
+    return fn, (x, x, x, x, gc, s, s, out, out, out, dg), (Float32(1.0),), False
 
 
 _GRADS = CompileCache("chunk_gla_bwd_grads", _build)
@@ -563,8 +499,5 @@ def grads(q, k, v, do, gc, h, dh, dq, dk, dv, dg, scale: float) -> None:
     and ``dg`` (``[B, T, H]`` float32, contiguous) from q, k, v, do (``K = V`` of 64 or 128), the
     chunk log-decay ``gc``, the state at each chunk's start ``h`` and the gradient of the state
     at its end ``dh`` (``[B * NT, H, K, V]`` contiguous, q's dtype)."""
-    B, T, H, K = q.shape
-    items = B * H * -(-T // BT)
-    sms = torch.cuda.get_device_properties(q.device).multi_processor_count
-    fn = _GRADS.get((q.dtype, K))
-    fn(q, k, v, do, gc, h, dh, dq, dk, dv, dg, scale, min(items, sms * _CTAS_PER_SM[K]))
+    fn = _GRADS.get((q.dtype, q.shape[-1]))
+    fn(q, k, v, do, gc, h, dh, dq, dk, dv, dg, scale)

@@ -359,7 +359,9 @@ def chunk_gla_bwd(
     item per (chunk, head) that computes ``dv`` as well, taken in turn by two programs per SM
     (Note [persistent passes]; one program per item with ``cu_seqlens``), otherwise one program
     per (chunk, head, K block) and a fourth launch for ``dv``, one program per (chunk, head,
-    V block). When each
+    V block); on Hopper with CuTeDSL installed, where ``config._cute_bwd_plan`` accepts the
+    inputs (K = V = 128, no ``cu_seqlens``), one CuTeDSL launch (cute_bwd.py) computes dq, dk, dv
+    and dg instead of those two. When each
     walk would have very few programs (long equal-length sequences, few heads: see
     ``_segments``), each runs as in :func:`chunk_gla_fwd`: segments side by side, twice, with a
     short launch across segments between (float32 scratch ``[N * segments, H, K, V]`` twice
