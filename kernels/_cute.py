@@ -327,6 +327,12 @@ def _entry_name(op: str, key: Hashable, sources: Sequence[str], tvm_ffi: bool) -
     return re.sub(r"\W", "_", op) + "_" + digest
 
 
+def _entry_sources(build_file: str) -> tuple[str, ...]:
+    """The source files an entry's name covers: every module in the folder of the one that
+    defines the kernel's build (kernels there share helpers), then this one."""
+    return (*sorted(map(str, Path(build_file).parent.glob("*.py"))), __file__)
+
+
 def _suffix(tvm_ffi: bool) -> str:
     return ".so" if tvm_ffi else ".o"
 
@@ -475,10 +481,7 @@ class CompileCache:
 
     def _entry_name(self, key: Hashable, tvm_ffi: bool) -> str | None:
         try:
-            # Every module beside the build's (kernels there share helpers) and this one.
-            here = Path(inspect.getfile(self._build)).parent
-            sources = (*sorted(map(str, here.glob("*.py"))), __file__)
-            return _entry_name(self.op, key, sources, tvm_ffi)
+            return _entry_name(self.op, key, _entry_sources(inspect.getfile(self._build)), tvm_ffi)
         except (OSError, TypeError):  # a build without a source file is not kept on disk
             return None
 

@@ -337,7 +337,7 @@ _REAL = textwrap.dedent(
     key = (torch.bfloat16, 128, True, False)
     out = {}
     if sys.argv[1] == "probe":
-        sources = (str(Path(C.__file__).parent / "l2norm" / "cute.py"), C.__file__)
+        sources = C._entry_sources(str(Path(C.__file__).parent / "l2norm" / "cute.py"))
         t = time.perf_counter()
         fn = C._load(C._cache_dir(), C._entry_name("l2norm_fwd", key, sources, True), True)
         out["probe"] = [type(fn).__name__, "cutlass" in sys.modules, time.perf_counter() - t]
