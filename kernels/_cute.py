@@ -65,6 +65,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from . import _abi
+from ._env import switch as _switch
 
 if TYPE_CHECKING:
     import cutlass
@@ -235,20 +236,6 @@ class _DlpackLaunch:
         wrapped = [_dlpack_arg(t, a, self._int64) for t, a in zip(tensors, self._args, strict=True)]
         stream = cuda.CUstream(torch.cuda.current_stream(tensors[0].device).cuda_stream)
         self._fn(*wrapped, *scalars, stream)
-
-
-def _switch(name: str, default: bool) -> bool:
-    """A yes/no setting from the environment: unset or empty gives ``default``; 1, true, yes, on
-    and 0, false, no, off (any case) give True and False; anything else is a ``ValueError`` that
-    names the variable."""
-    raw = os.environ.get(name, "").strip().lower()
-    if raw == "":
-        return default
-    if raw in ("1", "true", "yes", "on"):
-        return True
-    if raw in ("0", "false", "no", "off"):
-        return False
-    raise ValueError(f"{name}={os.environ[name]!r}: expected 1, true, yes, on, 0, false, no or off")
 
 
 def cache_path() -> Path | None:

@@ -1,11 +1,30 @@
-"""Inputs of chunk_gla's launcher tests (tests/test_chunk_gla_split.py, test_chunk_gla_fused.py)."""
+"""Inputs and checks of chunk_gla's launcher tests (tests/test_chunk_gla_split.py,
+test_chunk_gla_fused.py, test_chunk_gla_cute.py, test_chunk_gla_cute_bwd.py)."""
 
 from __future__ import annotations
+
+import importlib.util
 
 import torch
 import torch.nn.functional as F
 
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
+
+
+def hopper_with_cute():
+    """None where chunk_gla's CuTeDSL kernels can run here, else why not (a skip reason)."""
+    if not torch.cuda.is_available():
+        return "needs CUDA: chunk_gla's CuTeDSL kernels run on Hopper GPUs only"
+    if torch.cuda.get_device_capability() != (9, 0):
+        return "needs a Hopper GPU (compute capability 9.0)"
+    if importlib.util.find_spec("cutlass") is None:
+        return "needs nvidia-cutlass-dsl (the cute extra)"
+    return None
+
+
+def rel_err(a, b):
+    """The largest difference of a from b, relative to b's largest magnitude."""
+    return ((a.float() - b.float()).abs().max() / b.float().abs().max().clamp_min(1e-6)).item()
 
 
 def chunk_gla_inputs(B, T, H, K, V, dtype, h0, strided=False):

@@ -8,28 +8,16 @@ The contract itself (what goes to Triton instead) is checked on any machine."""
 
 from __future__ import annotations
 
-import importlib.util
-
 import pytest
 import torch
 import torch.nn.functional as F
+from chunk_gla_inputs import hopper_with_cute, rel_err
 from marks import first_by_default
 
 from attnops_kernels.chunk_gla import config as CF
 from attnops_kernels.chunk_gla import triton as C
 
-
-def _hopper_with_cute():
-    if not torch.cuda.is_available():
-        return "needs CUDA: the CuTeDSL walk runs on Hopper GPUs only"
-    if torch.cuda.get_device_capability() != (9, 0):
-        return "needs a Hopper GPU (compute capability 9.0)"
-    if importlib.util.find_spec("cutlass") is None:
-        return "needs nvidia-cutlass-dsl (the cute extra)"
-    return None
-
-
-_SKIP = _hopper_with_cute()
+_SKIP = hopper_with_cute()
 
 
 def _rand(shape, dtype, device, strided, gen):
@@ -38,10 +26,6 @@ def _rand(shape, dtype, device, strided, gen):
         wide = (*shape[:2], 2 * shape[2], shape[3])
         return torch.randn(wide, generator=gen).to(dtype).to(device)[:, :, ::2]
     return torch.randn(shape, generator=gen).to(dtype).to(device)
-
-
-def _rel(a, b):
-    return ((a.float() - b.float()).abs().max() / b.float().abs().max().clamp_min(1e-6)).item()
 
 
 def test_the_contract_sends_the_rest_to_triton():
@@ -137,8 +121,8 @@ def test_cute_walk_matches_the_triton_forward(
     o_t, _, ht_t = C.chunk_gla_fwd(q, k, v, g, None, h0, None, True, save_states=False)
     assert torch.isfinite(o).all() and torch.isfinite(ht).all()
     assert h.shape[0] == 0
-    assert _rel(o, o_t) < 1e-2, plan
-    assert _rel(ht, ht_t) < 1e-2, plan
+    assert rel_err(o, o_t) < 1e-2, plan
+    assert rel_err(ht, ht_t) < 1e-2, plan
 
 
 @pytest.mark.skipif(_SKIP is not None, reason=_SKIP or "")
@@ -172,8 +156,8 @@ def test_cute_walk_matches_the_triton_forward_on_packed_sequences(
     monkeypatch.setattr(CF, "_CUTE_WALK", False)
     o_t, _, ht_t = C.chunk_gla_fwd(q, k, v, g, None, h0, cu, True, save_states=False)
     assert torch.isfinite(o).all() and torch.isfinite(ht).all()
-    assert _rel(o, o_t) < 1e-2
-    assert _rel(ht, ht_t) < 1e-2
+    assert rel_err(o, o_t) < 1e-2
+    assert rel_err(ht, ht_t) < 1e-2
     lo, hi = offsets[0], min(offsets[-1], T)
     assert (o[:, :lo] == 0).all() and (o[:, hi:] == 0).all()
 
@@ -210,7 +194,7 @@ def test_cute_walk_matches_the_triton_forward_at_the_edges(monkeypatch, edge):
     monkeypatch.setattr(CF, "_CUTE_WALK", False)
     o_t, _, ht_t = C.chunk_gla_fwd(q, k, v, g, None, h0, None, True, save_states=False)
     assert torch.isfinite(o).all() and torch.isfinite(ht).all()
-    assert _rel(o, o_t) < 1e-2 and _rel(ht, ht_t) < 1e-2
+    assert rel_err(o, o_t) < 1e-2 and rel_err(ht, ht_t) < 1e-2
 
 
 @pytest.mark.skipif(_SKIP is not None, reason=_SKIP or "")
@@ -247,7 +231,7 @@ def test_the_public_operator_runs_the_walk_eagerly_compiled_and_in_graphs(monkey
         before = len(calls)
         o, ht, grads = run(fn, True)
         assert len(calls) > before, "the walk should have run"
-        assert _rel(o, o_t) < 1e-2 and _rel(ht, ht_t) < 1e-2
+        assert rel_err(o, o_t) < 1e-2 and rel_err(ht, ht_t) < 1e-2
         for a, b in zip(grads, grads_t, strict=True):
             assert torch.equal(a, b)
 

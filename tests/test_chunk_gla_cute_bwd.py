@@ -10,33 +10,17 @@ The contract itself (what goes to Triton instead) is checked on any machine."""
 
 from __future__ import annotations
 
-import importlib.util
-
 import pytest
 import torch
 import torch.nn.functional as F
+from chunk_gla_inputs import hopper_with_cute, rel_err
 from marks import first_by_default
 
 from attnops_kernels.chunk_gla import config as CF
 from attnops_kernels.chunk_gla import triton as C
 from attnops_kernels.chunk_gla.reference import chunk_gla_ref
 
-
-def _hopper_with_cute():
-    if not torch.cuda.is_available():
-        return "needs CUDA: the CuTeDSL gradients' pass runs on Hopper GPUs only"
-    if torch.cuda.get_device_capability() != (9, 0):
-        return "needs a Hopper GPU (compute capability 9.0)"
-    if importlib.util.find_spec("cutlass") is None:
-        return "needs nvidia-cutlass-dsl (the cute extra)"
-    return None
-
-
-_SKIP = _hopper_with_cute()
-
-
-def _rel(a, b):
-    return ((a.float() - b.float()).abs().max() / b.float().abs().max().clamp_min(1e-6)).item()
+_SKIP = hopper_with_cute()
 
 
 class _Cuda:
@@ -168,7 +152,7 @@ def test_cute_gradients_match_the_triton_passes(
         for name, a, b, c in zip(("dq", "dk", "dv", "dg", "dh0"), ours, again, theirs, strict=True):
             assert torch.isfinite(a).all(), name
             assert torch.equal(a, b), f"{name} differs between two runs"
-            assert _rel(a, c) < 1e-2, (name, save, _rel(a, c))
+            assert rel_err(a, c) < 1e-2, (name, save, rel_err(a, c))
 
 
 @pytest.mark.skipif(_SKIP is not None, reason=_SKIP or "")
@@ -193,4 +177,4 @@ def test_the_public_operator_takes_cute_gradients_as_reference_autograd_does(mon
     o, ht = chunk_gla_ref(*ref[:4], initial_state=ref[4], output_final_state=True)
     theirs = torch.autograd.grad((o, ht), ref, (do.double(), dht.double()))
     for name, a, b in zip(("q", "k", "v", "g", "initial_state"), ours, theirs, strict=True):
-        assert _rel(a, b) < 2e-2, (name, _rel(a, b))
+        assert rel_err(a, b) < 2e-2, (name, rel_err(a, b))

@@ -5,10 +5,10 @@ names here to force other paths."""
 
 import functools
 import importlib.util
-import os
 
 import torch
 
+from .._env import switch as _env_switch
 from .._triton import cdiv, interpreted, next_power_of_2
 from .fwd import _gla_fwd_g_kernel
 
@@ -174,20 +174,6 @@ def _state_slots(B, T, N, use_cu):
     # leave at most one gap slot each.
     NT = cdiv(T, _BT)
     return NT + N - 1 if use_cu else B * NT
-
-
-def _env_switch(name, default):
-    """A yes/no setting from the environment: unset or empty gives ``default``; 1, true, yes, on
-    and 0, false, no, off (any case) give True and False; anything else is a ``ValueError`` that
-    names the variable, rather than a guess."""
-    raw = os.environ.get(name, "").strip().lower()
-    if raw == "":
-        return default
-    if raw in ("1", "true", "yes", "on"):
-        return True
-    if raw in ("0", "false", "no", "off"):
-        return False
-    raise ValueError(f"{name}={os.environ[name]!r}: expected 1, true, yes, on, 0, false, no or off")
 
 
 # The forward in one walk in CuTeDSL (cute.py) on Hopper, where its contract holds (see

@@ -79,6 +79,23 @@ def _acc_as_operand_a(acc: cute.Tensor, tiled_mma_rs, dtype) -> cute.Tensor:
     return op
 
 
+def _stage(smem_layout):
+    """The first stage of a staged (rows, columns, stages) shared memory layout."""
+    return cute.slice_(smem_layout, (None, None, 0))
+
+
+def _tma_atom(t, modes, smem_one, tile):
+    """A TMA load atom over ``t`` viewed with its modes in the order ``modes`` (the tile's first),
+    copying boxes of ``tile`` into ``smem_one``; and the TMA's coordinate tensor of that view."""
+    view = cute.make_tensor(
+        t.iterator,
+        cute.make_layout(
+            tuple(t.shape[m] for m in modes), stride=tuple(t.stride[m] for m in modes)
+        ),
+    )
+    return cpasync.make_tiled_tma_atom(cpasync.CopyBulkTensorTileG2SOp(), view, smem_one, tile)
+
+
 @cute.jit
 def _issue(loads, bars, c, s, stage_bytes: cutlass.Constexpr):
     """One warp: the TMA loads of chunk c's q, k and v tiles into stage s (a TMA copy elects
@@ -181,37 +198,16 @@ class _Walk:
         sq, sk, sv, svd, sh = self._layouts()
         qk, qs, pv, kv = self._mmas()
 
-        def tma(t, smem, cols):
-            # (T, cols, H, B) view of a [B, T, H, cols] tensor, tiles of (BT, cols).
-            view = cute.make_tensor(
-                t.iterator,
-                cute.make_layout(
-                    (t.shape[1], t.shape[3], t.shape[2], t.shape[0]),
-                    stride=(t.stride[1], t.stride[3], t.stride[2], t.stride[0]),
-                ),
-            )
-            one = cute.slice_(smem, (None, None, 0))
-            return cpasync.make_tiled_tma_atom(
-                cpasync.CopyBulkTensorTileG2SOp(), view, one, (BT, cols)
-            )
-
-        # k's tile (tokens, K) for the B operand is K-major, but the TMA box is (tokens, K)
-        # either way; v's smem layout is (V, tokens), so its box is given in that order.
-        tma_q, gq = tma(mQ, sq, K)
-        tma_k, gk = tma(mK, sk, K)
-        v_view = cute.make_tensor(
-            mV.iterator,
-            cute.make_layout(
-                (V, T, H, B), stride=(mV.stride[3], mV.stride[1], mV.stride[2], mV.stride[0])
-            ),
-        )
-        tma_v, gv = cpasync.make_tiled_tma_atom(
-            cpasync.CopyBulkTensorTileG2SOp(), v_view, cute.slice_(sv, (None, None, 0)), (BV, BT)
-        )
+        # (T, cols, H, B) views of the [B, T, H, cols] tensors, tiles of (BT, cols); v's smem
+        # layout is (V, tokens), so its view and box are given in that order. k's tile (tokens,
+        # K) for the B operand is K-major, but the TMA box is (tokens, K) either way.
+        tma_q, gq = _tma_atom(mQ, (1, 3, 2, 0), _stage(sq), (BT, K))
+        tma_k, gk = _tma_atom(mK, (1, 3, 2, 0), _stage(sk), (BT, K))
+        tma_v, gv = _tma_atom(mV, (3, 1, 2, 0), _stage(sv), (BV, BT))
         stage_bytes = (
-            cute.size_in_bytes(self.dtype, cute.slice_(sq, (None, None, 0)))
-            + cute.size_in_bytes(self.dtype, cute.slice_(sk, (None, None, 0)))
-            + cute.size_in_bytes(self.dtype, cute.slice_(sv, (None, None, 0)))
+            cute.size_in_bytes(self.dtype, _stage(sq))
+            + cute.size_in_bytes(self.dtype, _stage(sk))
+            + cute.size_in_bytes(self.dtype, _stage(sv))
         )
 
         dt = self.dtype

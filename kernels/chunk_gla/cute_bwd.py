@@ -45,7 +45,7 @@ from cutlass.cute.nvgpu import cpasync, warpgroup
 from cutlass.tensor_utils.layout import LayoutEnum
 
 from .._cute import CompileCache, TensorArg
-from .cute import _cute_dtype, _gemm, _load_decay, _publish_decay
+from .cute import _cute_dtype, _gemm, _load_decay, _publish_decay, _stage, _tma_atom
 
 BT = 64  # tokens per chunk
 _WG_COLS = 64  # result columns per warpgroup
@@ -146,41 +146,15 @@ class _Grads:
         B, T, H, V = mV.shape
         tok, st, att = self._layouts()
         m_s, m_i, m_j, m_m = self._mmas()
-        one_tok = cute.slice_(tok, (None, None, 0))
-        one_st = cute.slice_(st, (None, None, 0))
-
-        def tma_tok(t):
-            # (T, cols, H, B) view of a [B, T, H, cols] tensor, tiles of (BT, cols).
-            view = cute.make_tensor(
-                t.iterator,
-                cute.make_layout(
-                    (t.shape[1], t.shape[3], t.shape[2], t.shape[0]),
-                    stride=(t.stride[1], t.stride[3], t.stride[2], t.stride[0]),
-                ),
-            )
-            return cpasync.make_tiled_tma_atom(
-                cpasync.CopyBulkTensorTileG2SOp(), view, one_tok, (BT, K)
-            )
-
-        def tma_st(t):
-            # (K, V, H, slots) view of a [slots, H, K, V] tensor, one tile of (K, V).
-            view = cute.make_tensor(
-                t.iterator,
-                cute.make_layout(
-                    (t.shape[2], t.shape[3], t.shape[1], t.shape[0]),
-                    stride=(t.stride[2], t.stride[3], t.stride[1], t.stride[0]),
-                ),
-            )
-            return cpasync.make_tiled_tma_atom(
-                cpasync.CopyBulkTensorTileG2SOp(), view, one_st, (K, K)
-            )
-
-        tma_q, gq = tma_tok(mQ)
-        tma_k, gk = tma_tok(mK)
-        tma_v, gv = tma_tok(mV)
-        tma_do, gdo = tma_tok(mDO)
-        tma_h, gh = tma_st(mH)
-        tma_dh, gdh = tma_st(mDH)
+        one_tok, one_st = _stage(tok), _stage(st)
+        # (T, K, H, B) views of the [B, T, H, K] tensors, tiles of (BT, K); (K, V, H, slots) views
+        # of the [slots, H, K, V] states, one tile of (K, V) each.
+        tma_q, gq = _tma_atom(mQ, (1, 3, 2, 0), one_tok, (BT, K))
+        tma_k, gk = _tma_atom(mK, (1, 3, 2, 0), one_tok, (BT, K))
+        tma_v, gv = _tma_atom(mV, (1, 3, 2, 0), one_tok, (BT, K))
+        tma_do, gdo = _tma_atom(mDO, (1, 3, 2, 0), one_tok, (BT, K))
+        tma_h, gh = _tma_atom(mH, (2, 3, 1, 0), one_st, (K, K))
+        tma_dh, gdh = _tma_atom(mDH, (2, 3, 1, 0), one_st, (K, K))
         tok_bytes = 4 * cute.size_in_bytes(self.dtype, one_tok)
         st_bytes = 2 * cute.size_in_bytes(self.dtype, one_st)
         dt = self.dtype
