@@ -84,16 +84,18 @@ def _stage(smem_layout):
     return cute.slice_(smem_layout, (None, None, 0))
 
 
-def _tma_atom(t, modes, smem_one, tile):
-    """A TMA load atom over ``t`` viewed with its modes in the order ``modes`` (the tile's first),
-    copying boxes of ``tile`` into ``smem_one``; and the TMA's coordinate tensor of that view."""
+def _tma_atom(t, modes, smem_one, tile, op=None):
+    """A TMA load atom (or, given ``op``, another TMA copy) over ``t`` viewed with its modes in
+    the order ``modes`` (the tile's first), copying boxes of ``tile`` to or from ``smem_one``; and
+    the TMA's coordinate tensor of that view."""
     view = cute.make_tensor(
         t.iterator,
         cute.make_layout(
             tuple(t.shape[m] for m in modes), stride=tuple(t.stride[m] for m in modes)
         ),
     )
-    return cpasync.make_tiled_tma_atom(cpasync.CopyBulkTensorTileG2SOp(), view, smem_one, tile)
+    op = cpasync.CopyBulkTensorTileG2SOp() if op is None else op
+    return cpasync.make_tiled_tma_atom(op, view, smem_one, tile)
 
 
 @cute.jit

@@ -33,6 +33,7 @@ bits on every run.
 from __future__ import annotations
 
 import math
+from typing import NamedTuple
 
 import cuda.bindings.driver as cuda
 import cutlass
@@ -40,7 +41,7 @@ import cutlass.cute as cute
 import cutlass.utils as utils
 import cutlass.utils.hopper_helpers as sm90_utils
 import torch
-from cutlass import Float32
+from cutlass import Float32, Int32
 from cutlass.cute.nvgpu import cpasync, warpgroup
 from cutlass.tensor_utils.layout import LayoutEnum
 
@@ -49,6 +50,9 @@ from .cute import _cute_dtype, _gemm, _load_decay, _publish_decay, _stage, _tma_
 
 BT = 64  # tokens per chunk
 _WG_COLS = 64  # result columns per warpgroup
+# CTAs that fit on a multiprocessor: shared memory for two items' q, k, v and do and one
+# item's states (about 212 KB at K = 128, 100 KB at 64).
+_CTAS_PER_SM = {64: 2, 128: 1}
 _LOG2E = math.log2(math.e)
 
 
@@ -60,9 +64,9 @@ def _quad_sum(x):
 
 
 @cute.jit
-def _row_dots(acc, coord, src, parts, wg, lane):
+def _row_dots(acc, coord, src, s, parts, wg, lane):
     """Each accumulator row's dot product with the same row and columns of ``src`` (16-bit, in
-    shared memory), over this warpgroup's columns, into ``parts[wg, row]``. A thread of a
+    shared memory, stage ``s``), over this warpgroup's columns, into ``parts[wg, row]``. A thread of a
     wgmma accumulator holds two rows (fragment elements 0 and 2 start them), and the four lanes
     of its quad hold all of its warpgroup's columns of those rows."""
     r0, _ = coord[0]
@@ -71,7 +75,7 @@ def _row_dots(acc, coord, src, parts, wg, lane):
     s1 = Float32(0.0)
     for i in cutlass.range_constexpr(cute.size(acc)):
         r, c = coord[i]
-        x = acc[i] * src[r, c, 0].to(Float32)
+        x = acc[i] * src[r, c, s].to(Float32)
         if r == r0:
             s0 = s0 + x
         else:
@@ -84,10 +88,50 @@ def _row_dots(acc, coord, src, parts, wg, lane):
 
 
 @cute.jit
+def _p_sums(p, coord, rowp, colp, wg, wq, lane):
+    """P's row sums over this warpgroup's columns into ``rowp[wg, row]`` and its column sums over
+    this warp's 16 rows into ``colp[wq, column]``. Element ``i`` of a wgmma accumulator lies in
+    the fragment's first row when ``(i // 2) % 2 == 0``, and elements ``i`` and ``i + 2`` share a
+    column; the eight lanes with one ``lane % 4`` hold the same columns of the warp's rows."""
+    r0, _ = coord[0]
+    r1, _ = coord[2]
+    s0 = Float32(0.0)
+    s1 = Float32(0.0)
+    for i in cutlass.range_constexpr(cute.size(p)):
+        if (i // 2) % 2 == 0:
+            s0 = s0 + p[i]
+        else:
+            s1 = s1 + p[i]
+    s0 = _quad_sum(s0)
+    s1 = _quad_sum(s1)
+    if lane % 4 == 0:
+        rowp[wg, r0] = s0
+        rowp[wg, r1] = s1
+    for i in cutlass.range_constexpr(cute.size(p)):
+        if (i // 2) % 2 == 0:
+            c = p[i] + p[i + 2]
+            for off in cutlass.range_constexpr(3):
+                c = c + cute.arch.shuffle_sync_bfly(c, offset=4 << off)
+            if lane < 4:
+                _, col = coord[i]
+                colp[wq, col] = c
+
+
+@cute.jit
 def _scale_rows(acc, coord, dec, col: cutlass.Constexpr):
     for i in cutlass.range_constexpr(cute.size(acc)):
         r, _ = coord[i]
         acc[i] = acc[i] * dec[r, col]
+
+
+class _Sums(NamedTuple):
+    """One item's partial sums for dg in shared memory (Note [chunk_gla CuTe gradients])."""
+
+    q: cute.Tensor  # (warpgroup, token): q's row dots with dq's first term
+    k: cute.Tensor  # (warpgroup, token): k's row dots with dk's first term
+    rowp: cute.Tensor  # (warpgroup, token): P's row sums over the warpgroup's columns
+    colp: cute.Tensor  # (warp of a warpgroup, token): P's column sums over the warp's rows
+    red: cute.Tensor  # (warp,): <h, dh>
 
 
 class _Grads:
@@ -104,7 +148,7 @@ class _Grads:
         row = LayoutEnum.ROW_MAJOR
         # Every tile is K-major in its rows' order (columns contiguous), and read transposed as
         # an M-major (or N-major) operand where a product needs it so.
-        tok = sm90_utils.make_smem_layout_a(row, (BT, BT, K), dt, 1)  # (BT, K, 1): q k v do
+        tok = sm90_utils.make_smem_layout_a(row, (BT, BT, K), dt, 2)  # (BT, K, 2): q k v do
         st = sm90_utils.make_smem_layout_b(row, (BT, K, K), dt, 1)  # (K, V, 1): h dh
         att = sm90_utils.make_smem_layout_a(row, (BT, BT, BT), dt, 1)  # (BT, BT, 1): A' dA'
         return tok, st, att
@@ -140,10 +184,10 @@ class _Grads:
         mDV: cute.Tensor,  # [B, T, H, V]
         mDG: cute.Tensor,  # [B, T, H] float32
         scale: Float32,
+        ctas: Int32,
         stream: cuda.CUstream,
     ):
         K = self.K
-        B, T, H, V = mV.shape
         tok, st, att = self._layouts()
         m_s, m_i, m_j, m_m = self._mmas()
         one_tok, one_st = _stage(tok), _stage(st)
@@ -155,18 +199,25 @@ class _Grads:
         tma_do, gdo = _tma_atom(mDO, (1, 3, 2, 0), one_tok, (BT, K))
         tma_h, gh = _tma_atom(mH, (2, 3, 1, 0), one_st, (K, K))
         tma_dh, gdh = _tma_atom(mDH, (2, 3, 1, 0), one_st, (K, K))
+        store = cpasync.CopyBulkTensorTileS2GOp()
+        tma_dq, gdq = _tma_atom(mDQ, (1, 3, 2, 0), one_tok, (BT, K), store)
+        tma_dk, gdk = _tma_atom(mDK, (1, 3, 2, 0), one_tok, (BT, K), store)
+        tma_dv, gdv = _tma_atom(mDV, (1, 3, 2, 0), one_tok, (BT, K), store)
         tok_bytes = 4 * cute.size_in_bytes(self.dtype, one_tok)
         st_bytes = 2 * cute.size_in_bytes(self.dtype, one_st)
         dt = self.dtype
 
         @cute.struct
         class Shared:
-            bars: cute.struct.MemRange[cutlass.Int64, 2]
-            dec: cute.struct.MemRange[Float32, 5 * BT]
-            p: cute.struct.MemRange[Float32, BT * (BT + 1)]  # P, rows padded by one
-            parts: cute.struct.MemRange[Float32, 2 * 2 * BT]  # q and k row dots, per warpgroup
-            sums: cute.struct.MemRange[Float32, 2 * BT]  # gq, gk
-            red: cute.struct.MemRange[Float32, 8]  # <h, dh> per warp
+            bars: cute.struct.MemRange[cutlass.Int64, 3]  # the two token stages, the states
+            # Two of each (this item's and the next's): the log-decay, and dg's per-token
+            # partial sums (_Sums).
+            dec: cute.struct.MemRange[Float32, 2 * 5 * BT]
+            parts: cute.struct.MemRange[Float32, 2 * 2 * 2 * BT]
+            rowp: cute.struct.MemRange[Float32, 2 * 2 * BT]
+            colp: cute.struct.MemRange[Float32, 2 * 4 * BT]
+            red: cute.struct.MemRange[Float32, 2 * 8]
+            tot: cute.struct.MemRange[Float32, 2]
             q: cute.struct.Align[cute.struct.MemRange[dt, cute.cosize(tok)], 1024]
             k: cute.struct.Align[cute.struct.MemRange[dt, cute.cosize(tok)], 1024]
             v: cute.struct.Align[cute.struct.MemRange[dt, cute.cosize(tok)], 1024]
@@ -178,9 +229,10 @@ class _Grads:
 
         self.kernel(
             m_s, m_i, m_j, m_m, tma_q, gq, tma_k, gk, tma_v, gv, tma_do, gdo, tma_h, gh, tma_dh,
-            gdh, mGc, mDQ, mDK, mDV, mDG, scale, tok, st, att, Shared, tok_bytes, st_bytes,
+            gdh, tma_dq, gdq, tma_dk, gdk, tma_dv, gdv, mGc, mDG, scale, tok, st, att, Shared,
+            tok_bytes, st_bytes,
         ).launch(
-            grid=((T + BT - 1) // BT, H, B),
+            grid=(ctas, 1, 1),
             block=(self.threads, 1, 1),
             smem=Shared.size_in_bytes(),
             stream=stream,
@@ -205,10 +257,13 @@ class _Grads:
         gh: cute.Tensor,
         tma_dh: cute.CopyAtom,
         gdh: cute.Tensor,
+        tma_dq: cute.CopyAtom,
+        gdq: cute.Tensor,
+        tma_dk: cute.CopyAtom,
+        gdk: cute.Tensor,
+        tma_dv: cute.CopyAtom,
+        gdv: cute.Tensor,
         mGc: cute.Tensor,
-        mDQ: cute.Tensor,
-        mDK: cute.Tensor,
-        mDV: cute.Tensor,
         mDG: cute.Tensor,
         scale: Float32,
         tok_l: cute.ComposedLayout,
@@ -220,12 +275,11 @@ class _Grads:
     ):
         K = self.K
         tid, _, _ = cute.arch.thread_idx()
-        i_c, i_h, i_b = cute.arch.block_idx()
-        T = mDQ.shape[1]
+        first, _, _ = cute.arch.block_idx()
+        step, _, _ = cute.arch.grid_dim()
+        B, T, H = mDG.shape[0], mDG.shape[1], mDG.shape[2]
         NT = (T + BT - 1) // BT
-        i_s = i_b * NT + i_c
-        t0 = i_c * BT
-        n_ok = cutlass.min(BT, T - t0)
+        items = B * H * NT
         lane = tid % 32
         warp = cute.arch.make_warp_uniform(cute.arch.warp_idx())
         wg = tid // 128
@@ -233,7 +287,7 @@ class _Grads:
         smem = utils.SmemAllocator()
         sh = smem.allocate(Shared)
         bars = sh.bars.data_ptr()
-        sQ = sh.q.get_tensor(tok_l.outer, swizzle=tok_l.inner)  # (BT, K, 1)
+        sQ = sh.q.get_tensor(tok_l.outer, swizzle=tok_l.inner)  # (BT, K, stage)
         sK = sh.k.get_tensor(tok_l.outer, swizzle=tok_l.inner)
         sV = sh.v.get_tensor(tok_l.outer, swizzle=tok_l.inner)
         sDO = sh.do.get_tensor(tok_l.outer, swizzle=tok_l.inner)
@@ -246,75 +300,50 @@ class _Grads:
             # The same bytes with the first two modes swapped.
             return cute.make_tensor(t.iterator, cute.select(t.layout, mode=[1, 0, 2]))
 
-        dec = sh.dec.get_tensor(cute.make_layout((BT, 5)))  # G, C, exp(G_L - G), scale*exp(G), G_L
-        sP = sh.p.get_tensor(cute.make_layout((BT, BT), stride=(BT + 1, 1)))
-        parts = sh.parts.get_tensor(cute.make_layout((2, 2, BT), stride=(2 * BT, BT, 1)))
-        qparts = parts[0, None, None]
-        kparts = parts[1, None, None]
-        sums = sh.sums.get_tensor(cute.make_layout((2, BT), stride=(BT, 1)))
-        red = sh.red.get_tensor(cute.make_layout(8))
+        # (token, what, buffer): G, C, exp(G_L - G), scale*exp(G), G_L
+        decs = sh.dec.get_tensor(cute.make_layout((BT, 5, 2)))
+        parts = sh.parts.get_tensor(cute.make_layout((2, 2, BT, 2), stride=(2 * BT, BT, 1, 4 * BT)))
+        rowp = sh.rowp.get_tensor(cute.make_layout((2, BT, 2), stride=(BT, 1, 2 * BT)))
+        colp = sh.colp.get_tensor(cute.make_layout((4, BT, 2), stride=(BT, 1, 4 * BT)))
+        red = sh.red.get_tensor(cute.make_layout((8, 2)))
+        tot = sh.tot.get_tensor(cute.make_layout(2))
 
         if warp == 0:
             with cute.arch.elect_one():
-                cute.arch.mbarrier_init(bars, 1)
-                cute.arch.mbarrier_init(bars + 1, 1)
+                for b in cutlass.range_constexpr(3):
+                    cute.arch.mbarrier_init(bars + b, 1)
             cute.arch.mbarrier_init_fence()
-
-        def part(tma, s, g):
-            return cpasync.tma_partition(
-                tma, 0, cute.make_layout(1), cute.group_modes(s, 0, 2), cute.group_modes(g, 0, 2)
-            )
-
-        tQs, tQg = part(tma_q, sQ, cute.local_tile(gq[None, None, i_h, i_b], (BT, K), (None, 0)))
-        tKs, tKg = part(tma_k, sK, cute.local_tile(gk[None, None, i_h, i_b], (BT, K), (None, 0)))
-        tVs, tVg = part(tma_v, sV, cute.local_tile(gv[None, None, i_h, i_b], (BT, K), (None, 0)))
-        tDOs, tDOg = part(
-            tma_do, sDO, cute.local_tile(gdo[None, None, i_h, i_b], (BT, K), (None, 0))
-        )
-        tHs, tHg = part(tma_h, sH, cute.local_tile(gh[None, None, i_h, i_s], (K, K), (None, 0)))
-        tDHs, tDHg = part(
-            tma_dh, sDH, cute.local_tile(gdh[None, None, i_h, i_s], (K, K), (None, 0))
-        )
         cute.arch.sync_threads()
 
+        loads = (tma_q, gq, tma_k, gk, tma_v, gv, tma_do, gdo, tma_h, gh, tma_dh, gdh)
+        tiles = (sQ, sK, sV, sDO, sH, sDH)
         if warp == 0:
-            # A TMA copy elects its issuing lane itself: the whole warp issues.
-            with cute.arch.elect_one():
-                cute.arch.mbarrier_arrive_and_expect_tx(bars, tok_bytes)
-            cute.copy(tma_q, tQg[None, i_c], tQs[None, 0], tma_bar_ptr=bars)
-            cute.copy(tma_k, tKg[None, i_c], tKs[None, 0], tma_bar_ptr=bars)
-            cute.copy(tma_v, tVg[None, i_c], tVs[None, 0], tma_bar_ptr=bars)
-            cute.copy(tma_do, tDOg[None, i_c], tDOs[None, 0], tma_bar_ptr=bars)
-            with cute.arch.elect_one():
-                cute.arch.mbarrier_arrive_and_expect_tx(bars + 1, st_bytes)
-            cute.copy(tma_h, tHg[None, 0], tHs[None, 0], tma_bar_ptr=bars + 1)
-            cute.copy(tma_dh, tDHg[None, 0], tDHs[None, 0], tma_bar_ptr=bars + 1)
-
-        g0, cc0, gl0, span0 = _load_decay(mGc, i_b, i_h, t0, T, tid)
-        _publish_decay(dec, tid, g0, cc0, gl0, span0, scale)
-        cute.arch.sync_threads()
+            # The first item's tiles; each item then loads the next one's tokens first thing,
+            # and the next one's states as soon as its own are used.
+            self._issue_tok(loads, tiles, bars, first, 0, H, NT, tok_bytes)
+            self._issue_states(loads, tiles, bars, first, H, NT, st_bytes)
 
         t_s = m_s.get_slice(tid)
         t_i = m_i.get_slice(tid)
         t_j = m_j.get_slice(tid)
         t_m = m_m.get_slice(tid)
         z = (None, None, None, 0)
-        aQ = t_s.make_fragment_A(t_s.partition_A(sQ))[z]
-        bK = t_s.make_fragment_B(t_s.partition_B(sK))[z]
-        aDOs = t_s.make_fragment_A(t_s.partition_A(sDO))[z]
-        bV = t_s.make_fragment_B(t_s.partition_B(sV))[z]
-        aDO = t_i.make_fragment_A(t_i.partition_A(sDO))[z]
+        aQ = t_s.make_fragment_A(t_s.partition_A(sQ))  # (MMA, M, K, stage)
+        bK = t_s.make_fragment_B(t_s.partition_B(sK))
+        aDOs = t_s.make_fragment_A(t_s.partition_A(sDO))
+        bV = t_s.make_fragment_B(t_s.partition_B(sV))
+        aDO = t_i.make_fragment_A(t_i.partition_A(sDO))
         bH = t_i.make_fragment_B(t_i.partition_B(sH))[z]
-        aV = t_i.make_fragment_A(t_i.partition_A(sV))[z]
+        aV = t_i.make_fragment_A(t_i.partition_A(sV))
         bDH = t_i.make_fragment_B(t_i.partition_B(sDH))[z]
         aDA = t_j.make_fragment_A(t_j.partition_A(sDA))[z]
-        bKt = t_j.make_fragment_B(t_j.partition_B(tr(sK)))[z]
-        aK = t_j.make_fragment_A(t_j.partition_A(sK))[z]
+        bKt = t_j.make_fragment_B(t_j.partition_B(tr(sK)))
+        aK = t_j.make_fragment_A(t_j.partition_A(sK))
         bDHt = t_j.make_fragment_B(t_j.partition_B(tr(sDH)))[z]
         aDAt = t_m.make_fragment_A(t_m.partition_A(tr(sDA)))[z]
-        bQt = t_m.make_fragment_B(t_m.partition_B(tr(sQ)))[z]
+        bQt = t_m.make_fragment_B(t_m.partition_B(tr(sQ)))
         aAt = t_m.make_fragment_A(t_m.partition_A(tr(sA)))[z]
-        bDOt = t_m.make_fragment_B(t_m.partition_B(tr(sDO)))[z]
+        bDOt = t_m.make_fragment_B(t_m.partition_B(tr(sDO)))
 
         acc_a = t_s.make_fragment_C(t_s.partition_shape_C((BT, BT)))
         acc_da = t_s.make_fragment_C(t_s.partition_shape_C((BT, BT)))
@@ -323,135 +352,238 @@ class _Grads:
         acc_v = t_j.make_fragment_C(t_j.partition_shape_C((BT, K)))
         cA = t_s.partition_C(cute.make_identity_tensor((BT, BT)))
         cR = t_i.partition_C(cute.make_identity_tensor((BT, K)))
-
-        cute.arch.mbarrier_wait(bars, 0)
-        warpgroup.fence()
-        _gemm(m_s, acc_a, aQ, bK, False)
-        _gemm(m_s, acc_da, aDOs, bV, False)
-        warpgroup.commit_group()
-        cute.arch.mbarrier_wait(bars + 1, 0)
-        _gemm(m_i, acc_q, aDO, bH, False)
-        warpgroup.commit_group()
-        _gemm(m_i, acc_k, aV, bDH, False)
-        warpgroup.commit_group()
-        _gemm(m_j, acc_v, aK, bDHt, False)
-        warpgroup.commit_group()
-
-        # <h, dh> while the products run: 8 columns (16 bytes) at a time.
-        zH = cute.zipped_divide(sH, (1, 8, 1))  # ((1, 8, 1), (K, V / 8, 1))
-        zDH = cute.zipped_divide(sDH, (1, 8, 1))
-        hdh = Float32(0.0)
-        for n in cutlass.range_constexpr(K * K // 8 // self.threads):
-            e = tid + n * self.threads
-            x = zH[None, (e // (K // 8), e % (K // 8), 0)].load().to(Float32)
-            y = zDH[None, (e // (K // 8), e % (K // 8), 0)].load().to(Float32)
-            hdh = hdh + (x * y).reduce(cute.ReductionOp.ADD, Float32(0.0), 0)
-        for off in cutlass.range_constexpr(5):
-            hdh = hdh + cute.arch.shuffle_sync_bfly(hdh, offset=16 >> off)
-        if lane == 0:
-            red[warp] = hdh
-
-        # A' and dA', and P, once A and dA are done.
-        warpgroup.wait_group(3)
         yA = cute.make_rmem_tensor_like(acc_a, self.dtype)
         yDA = cute.make_rmem_tensor_like(acc_da, self.dtype)
-        for i in cutlass.range_constexpr(cute.size(acc_a)):
-            qi, kj = cA[i]
-            span = (dec[qi, 0] - dec[kj, 0]) + (dec[qi, 1] - dec[kj, 1])
-            d = scale * cute.math.exp2(span * _LOG2E, fastmath=True)
-            if kj > qi or qi >= n_ok:
-                d = Float32(0.0)
-            da = acc_da[i] * d
-            p = da * acc_a[i]
-            if kj == qi:
-                p = Float32(0.0)
-            sP[qi, kj] = p
-            yA[i] = (acc_a[i] * d).to(self.dtype)
-            yDA[i] = da.to(self.dtype)
-        cute.autovec_copy(yA, t_s.partition_C(sA[None, None, 0]))
-        cute.autovec_copy(yDA, t_s.partition_C(sDA[None, None, 0]))
-        cute.arch.fence_proxy("async.shared", space="cta")
+        yR = cute.make_rmem_tensor_like(acc_q, self.dtype)
+        zH = cute.zipped_divide(sH, (1, 8, 1))  # ((1, 8, 1), (K, V / 8, 1))
+        zDH = cute.zipped_divide(sDH, (1, 8, 1))
+
+        # The first item's log-decay; then each item publishes the next one's (loaded while the
+        # previous item ran) and loads the one after.
+        g0, cc0, gl0, span0 = self._decay(mGc, first, H, NT, T, tid)
+        _publish_decay(decs[None, None, 0], tid, g0, cc0, gl0, span0, scale)
+        g0, cc0, gl0, span0 = self._decay(mGc, cutlass.min(first + step, items - 1), H, NT, T, tid)
         cute.arch.sync_threads()
 
-        # dq: its first term scaled, q's row dots, then dA' k onto it.
-        warpgroup.wait_group(2)
-        _scale_rows(acc_q, cR, dec, 3)
-        _row_dots(acc_q, cR, sQ, qparts, wg, lane)
-        warpgroup.fence()
-        _gemm(m_j, acc_q, aDA, bKt, True)
-        warpgroup.commit_group()
-        # dk: likewise with exp(G_L - G_j), k's row dots, then dA'^T q.
-        warpgroup.wait_group(2)
-        _scale_rows(acc_k, cR, dec, 2)
-        _row_dots(acc_k, cR, sK, kparts, wg, lane)
-        warpgroup.fence()
-        _gemm(m_m, acc_k, aDAt, bQt, True)
-        warpgroup.commit_group()
-        # dv: k dh scaled by exp(G_L - G_j), then A'^T do.
-        warpgroup.wait_group(2)
-        _scale_rows(acc_v, cR, dec, 2)
-        warpgroup.fence()
-        _gemm(m_m, acc_v, aAt, bDOt, True)
-        warpgroup.commit_group()
+        n = Int32(0)
+        for it in cutlass.range(first, items, step, unroll=1):
+            i_c = it % NT
+            i_h = (it // NT) % H
+            i_b = it // (NT * H)
+            t0 = i_c * BT
+            n_ok = cutlass.min(BT, T - t0)
+            s = n % 2  # the token stage, and the buffer of the decay and of dg's sums
+            dec = decs[None, None, s]
+            sums = _Sums(
+                parts[0, None, None, s],
+                parts[1, None, None, s],
+                rowp[None, None, s],
+                colp[None, None, s],
+                red[None, s],
+            )
+            if warp == 0 and it + step < items:
+                # The other stage's last item has stored its results from it (and every product
+                # of that item is done): the next item's tokens go there.
+                cute.arch.cp_async_bulk_wait_group(0, read=True)
+                self._issue_tok(loads, tiles, bars, it + step, 1 - s, H, NT, tok_bytes)
 
-        warpgroup.wait_group(2)
-        self._store(acc_q, cR, t_i, mDQ, i_b, t0, i_h, n_ok)
-        warpgroup.wait_group(1)
-        self._store(acc_k, cR, t_i, mDK, i_b, t0, i_h, n_ok)
-        warpgroup.wait_group(0)
-        self._store(acc_v, cR, t_j, mDV, i_b, t0, i_h, n_ok)
+            cute.arch.mbarrier_wait(bars + s, (n // 2) % 2)
+            warpgroup.fence()
+            _gemm(m_s, acc_a, aQ[None, None, None, s], bK[None, None, None, s], False)
+            _gemm(m_s, acc_da, aDOs[None, None, None, s], bV[None, None, None, s], False)
+            warpgroup.commit_group()
+            cute.arch.mbarrier_wait(bars + 2, n % 2)
+            _gemm(m_i, acc_q, aDO[None, None, None, s], bH, False)
+            warpgroup.commit_group()
+            _gemm(m_i, acc_k, aV[None, None, None, s], bDH, False)
+            warpgroup.commit_group()
+            _gemm(m_j, acc_v, aK[None, None, None, s], bDHt, False)
+            warpgroup.commit_group()
 
-        # dg: the row and column sums of P and the row dots, in a fixed order.
-        cute.arch.sync_threads()
-        if tid < BT:
-            rs = Float32(0.0)
-            cs = Float32(0.0)
-            for j in cutlass.range(BT, unroll=8):
-                rs = rs + sP[tid, j]
-                cs = cs + sP[j, tid]
-            sq = rs - cs
-            sk = Float32(0.0)
-            for w in cutlass.range_constexpr(self.wgs):
-                sq = sq + qparts[w, tid]
-                sk = sk + kparts[w, tid]
-            sums[0, tid] = sq
-            sums[1, tid] = sk
-        cute.arch.sync_threads()
-        if tid < n_ok:
-            total = Float32(0.0)
-            for w in cutlass.range_constexpr(self.threads // 32):
-                total = total + red[w]
-            acc = total * cute.math.exp2(dec[0, 4] * _LOG2E, fastmath=True)
-            for s in cutlass.range(BT, unroll=8):
-                if s >= tid:
-                    acc = acc + sums[0, s]
-                else:
-                    acc = acc + sums[1, s]
-            mDG[i_b, t0 + tid, i_h] = acc
+            # <h, dh> while the products run: 8 columns (16 bytes) at a time.
+            hdh = Float32(0.0)
+            for e8 in cutlass.range_constexpr(K * K // 8 // self.threads):
+                e = tid + e8 * self.threads
+                x = zH[None, (e // (K // 8), e % (K // 8), 0)].load().to(Float32)
+                y = zDH[None, (e // (K // 8), e % (K // 8), 0)].load().to(Float32)
+                hdh = hdh + (x * y).reduce(cute.ReductionOp.ADD, Float32(0.0), 0)
+            for off in cutlass.range_constexpr(5):
+                hdh = hdh + cute.arch.shuffle_sync_bfly(hdh, offset=16 >> off)
+            if lane == 0:
+                sums.red[warp] = hdh
+
+            # A' and dA', and P's row and column sums, once A and dA are done.
+            warpgroup.wait_group(3)
+            for i in cutlass.range_constexpr(cute.size(acc_a)):
+                qi, kj = cA[i]
+                span = (dec[qi, 0] - dec[kj, 0]) + (dec[qi, 1] - dec[kj, 1])
+                d = scale * cute.math.exp2(span * _LOG2E, fastmath=True)
+                if kj > qi or qi >= n_ok:
+                    d = Float32(0.0)
+                da = acc_da[i] * d
+                p = da * acc_a[i]
+                if kj == qi:
+                    p = Float32(0.0)
+                yA[i] = (acc_a[i] * d).to(self.dtype)
+                yDA[i] = da.to(self.dtype)
+                acc_a[i] = p
+            cute.autovec_copy(yA, t_s.partition_C(sA[None, None, 0]))
+            cute.autovec_copy(yDA, t_s.partition_C(sDA[None, None, 0]))
+            cute.arch.fence_proxy("async.shared", space="cta")
+            _p_sums(acc_a, cA, sums.rowp, sums.colp, wg, warp % 4, lane)
+            # Once the first terms are done with h and dh, the next item's states load.
+            warpgroup.wait_group(0)
+            cute.arch.sync_threads()
+            if warp == 0 and it + step < items:
+                self._issue_states(loads, tiles, bars, it + step, H, NT, st_bytes)
+            _publish_decay(decs[None, None, 1 - s], tid, g0, cc0, gl0, span0, scale)
+            g0, cc0, gl0, span0 = self._decay(
+                mGc, cutlass.min(it + 2 * step, items - 1), H, NT, T, tid
+            )
+
+            # dq: its first term scaled, q's row dots, then dA' k onto it.
+            _scale_rows(acc_q, cR, dec, 3)
+            _row_dots(acc_q, cR, sQ, s, sums.q, wg, lane)
+            warpgroup.fence()
+            _gemm(m_j, acc_q, aDA, bKt[None, None, None, s], True)
+            warpgroup.commit_group()
+            # dk: likewise with exp(G_L - G_j), k's row dots, then dA'^T q.
+            _scale_rows(acc_k, cR, dec, 2)
+            _row_dots(acc_k, cR, sK, s, sums.k, wg, lane)
+            warpgroup.fence()
+            _gemm(m_m, acc_k, aDAt, bQt[None, None, None, s], True)
+            warpgroup.commit_group()
+            # dv: k dh scaled by exp(G_L - G_j), then A'^T do.
+            _scale_rows(acc_v, cR, dec, 2)
+            warpgroup.fence()
+            _gemm(m_m, acc_v, aAt, bDOt[None, None, None, s], True)
+            warpgroup.commit_group()
+
+            # The results, rounded, into this stage's tiles that no product reads any more
+            # (each warpgroup's columns are read by its own products only): dq over v, dk over
+            # q, dv over do; then stored by TMA, which clips the rows past the sequence's end.
+            warpgroup.wait_group(2)
+            yR.store(acc_q.load().to(self.dtype))
+            cute.autovec_copy(yR, t_i.partition_C(sV[None, None, s]))
+            warpgroup.wait_group(1)
+            yR.store(acc_k.load().to(self.dtype))
+            cute.autovec_copy(yR, t_i.partition_C(sQ[None, None, s]))
+            warpgroup.wait_group(0)
+            yR.store(acc_v.load().to(self.dtype))
+            cute.autovec_copy(yR, t_j.partition_C(sDO[None, None, s]))
+            cute.arch.fence_proxy("async.shared", space="cta")
+            cute.arch.sync_threads()
+            if warp == 0:
+                outs = ((tma_dq, sV, gdq), (tma_dk, sQ, gdk), (tma_dv, sDO, gdv))
+                for tma, sx, g in outs:
+                    ts, tg = cpasync.tma_partition(
+                        tma,
+                        0,
+                        cute.make_layout(1),
+                        cute.group_modes(sx, 0, 2),
+                        cute.group_modes(
+                            cute.local_tile(g[None, None, i_h, i_b], (BT, K), (None, 0)), 0, 2
+                        ),
+                    )
+                    cute.copy(tma, ts[None, s], tg[None, i_c])
+                cute.arch.cp_async_bulk_commit_group()
+            if tid < BT:
+                self._dg(sums, tot, dec, mDG, tid, lane, i_b, t0, i_h, n_ok)
+            n += 1
+        if warp == 0:
+            cute.arch.cp_async_bulk_wait_group(0, read=True)
 
     @cute.jit
-    def _store(self, acc, coord, thr, mX, i_b, t0, i_h, n_ok):
-        """One result's (BT, K) tile, rounded, into rows t0... of head i_h (rows of the chunk
-        only)."""
+    def _decay(self, mGc, it, H, NT, T, tid):
+        """Item ``it``'s log-decay (``_load_decay``)."""
+        i_h = (it // NT) % H
+        i_b = it // (NT * H)
+        return _load_decay(mGc, i_b, i_h, (it % NT) * BT, T, tid)
+
+    @cute.jit
+    def _issue_tok(self, loads, tiles, bars, it, s, H, NT, tok_bytes: cutlass.Constexpr):
+        """One warp: the TMA loads of item ``it``'s q, k, v and do tiles into stage ``s`` (a TMA
+        copy elects its issuing lane itself, so every lane of the warp must reach it)."""
         K = self.K
-        y = cute.make_rmem_tensor_like(acc, self.dtype)
-        y.store(acc.load().to(self.dtype))
-        if n_ok == BT:
-            # A whole tile: pairs of columns are adjacent in the accumulator and in the result,
-            # which is contiguous with K a multiple of 8 (16-byte aligned rows).
-            H = mX.shape[2]
-            first = cute.assume(((i_b * mX.shape[1] + t0) * H + i_h) * K, divby=8)
-            rows = cute.assume(H * K, divby=8)
-            g = cute.make_tensor(mX.iterator + first, cute.make_layout((BT, K), stride=(rows, 1)))
-            cute.autovec_copy(
-                cute.recast_tensor(y, cutlass.Uint32),
-                cute.recast_tensor(thr.partition_C(g), cutlass.Uint32),
+        tma_q, gq, tma_k, gk, tma_v, gv, tma_do, gdo, _, _, _, _ = loads
+        sQ, sK, sV, sDO, _, _ = tiles
+        i_c = it % NT
+        i_h = (it // NT) % H
+        i_b = it // (NT * H)
+        with cute.arch.elect_one():
+            cute.arch.mbarrier_arrive_and_expect_tx(bars + s, tok_bytes)
+        for tma, sx, g in ((tma_q, sQ, gq), (tma_k, sK, gk), (tma_v, sV, gv), (tma_do, sDO, gdo)):
+            ts, tg = cpasync.tma_partition(
+                tma,
+                0,
+                cute.make_layout(1),
+                cute.group_modes(sx, 0, 2),
+                cute.group_modes(
+                    cute.local_tile(g[None, None, i_h, i_b], (BT, K), (None, 0)), 0, 2
+                ),
             )
+            cute.copy(tma, tg[None, i_c], ts[None, s], tma_bar_ptr=bars + s)
+
+    @cute.jit
+    def _issue_states(self, loads, tiles, bars, it, H, NT, st_bytes: cutlass.Constexpr):
+        """One warp: the TMA loads of item ``it``'s h and dh."""
+        K = self.K
+        _, _, _, _, _, _, _, _, tma_h, gh, tma_dh, gdh = loads
+        _, _, _, _, sH, sDH = tiles
+        i_c = it % NT
+        i_h = (it // NT) % H
+        i_s = (it // (NT * H)) * NT + i_c
+        with cute.arch.elect_one():
+            cute.arch.mbarrier_arrive_and_expect_tx(bars + 2, st_bytes)
+        for tma, sx, g in ((tma_h, sH, gh), (tma_dh, sDH, gdh)):
+            ts, tg = cpasync.tma_partition(
+                tma,
+                0,
+                cute.make_layout(1),
+                cute.group_modes(sx, 0, 2),
+                cute.group_modes(cute.local_tile(g[None, None, i_h, i_s], (K, K), (None, 0)), 0, 2),
+            )
+            cute.copy(tma, tg[None, 0], ts[None, 0], tma_bar_ptr=bars + 2)
+
+    @cute.jit
+    def _dg(self, sums, tot, dec, mDG, tid, lane, i_b, t0, i_h, n_ok):
+        """The first 64 threads: the chunk's dg (Note [chunk_gla CuTe gradients]), every sum in
+        a fixed order. Each thread gathers its token's gq and gk from the partial sums, its
+        warp scans them (suffix sums of gq, prefix sums of gk), and each warp adds the other's
+        total, exchanged through shared memory behind a barrier of the two warps."""
+        gq = Float32(0.0)
+        gk = Float32(0.0)
+        for w in cutlass.range_constexpr(self.wgs):
+            gq = gq + sums.q[w, tid] + sums.rowp[w, tid]
+            gk = gk + sums.k[w, tid]
+        for w in cutlass.range_constexpr(4):
+            gq = gq - sums.colp[w, tid]
+        sq = gq
+        pk = gk
+        for b in cutlass.range_constexpr(5):
+            o = 1 << b
+            up = cute.arch.shuffle_sync_down(sq, offset=o)
+            if lane + o < 32:
+                sq = sq + up
+            down = cute.arch.shuffle_sync_up(pk, offset=o)
+            if lane >= o:
+                pk = pk + down
+        if tid == 32:
+            tot[0] = sq  # the second warp's gq, all of it
+        if tid == 31:
+            tot[1] = pk  # the first warp's gk, all of it
+        cute.arch.barrier(barrier_id=1, number_of_threads=BT)
+        total = Float32(0.0)
+        for w in cutlass.range_constexpr(self.threads // 32):
+            total = total + sums.red[w]
+        x = total * cute.math.exp2(dec[0, 4] * _LOG2E, fastmath=True)
+        x = x + sq + (pk - gk)
+        if tid < 32:
+            x = x + tot[0]
         else:
-            for i in cutlass.range_constexpr(cute.size(acc)):
-                r, c = coord[i]
-                if r < n_ok:
-                    mX[i_b, t0 + r, i_h, c] = y[i]
+            x = x + tot[1]
+        if tid < n_ok:
+            mDG[i_b, t0 + tid, i_h] = x
 
 
 def _build(key):
@@ -462,7 +594,7 @@ def _build(key):
     out = TensorArg(dtype, (None, None, None, K), compact=True, align=16)
     dg = TensorArg(torch.float32, (None, None, None), compact=True)
     fn = _Grads(_cute_dtype(dtype), K)
-    return fn, (x, x, x, x, gc, s, s, out, out, out, dg), (Float32(1.0),), False
+    return fn, (x, x, x, x, gc, s, s, out, out, out, dg), (Float32(1.0), Int32(1)), False
 
 
 _GRADS = CompileCache("chunk_gla_bwd_grads", _build)
@@ -472,6 +604,10 @@ def grads(q, k, v, do, gc, h, dh, dq, dk, dv, dg, scale: float) -> None:
     """Launch the gradients' pass: ``dq, dk, dv`` (``[B, T, H, K]``, contiguous, q's dtype)
     and ``dg`` (``[B, T, H]`` float32, contiguous) from q, k, v, do (``K = V`` of 64 or 128), the
     chunk log-decay ``gc``, the state at each chunk's start ``h`` and the gradient of the state
-    at its end ``dh`` (``[B * NT, H, K, V]`` contiguous, q's dtype)."""
-    fn = _GRADS.get((q.dtype, q.shape[-1]))
-    fn(q, k, v, do, gc, h, dh, dq, dk, dv, dg, scale)
+    at its end ``dh`` (``[B * NT, H, K, V]`` contiguous, q's dtype). One CTA per multiprocessor
+    takes the (chunk, head) items in turn."""
+    B, T, H, K = q.shape
+    items = B * H * -(-T // BT)
+    sms = torch.cuda.get_device_properties(q.device).multi_processor_count
+    fn = _GRADS.get((q.dtype, K))
+    fn(q, k, v, do, gc, h, dh, dq, dk, dv, dg, scale, min(items, sms * _CTAS_PER_SM[K]))
