@@ -2,7 +2,7 @@
 Hopper after the backward's state walks): where its contract holds (``config._cute_bwd_plan``),
 and on a Hopper GPU with CuTeDSL installed, the same dq, dk, dv, dg and dh0 as the Triton passes
 (within bf16 rounding), the same bits on every run, on odd lengths, sequences shorter than a
-chunk, K = V of 128 (where it is chosen) and 64 (computed, not chosen), float16 and bfloat16, strided inputs, initial and final states,
+chunk, K = V of 128 and 64, float16 and bfloat16, strided inputs, initial and final states,
 saved and recomputed chunk states, resets and deep decays; and through the public operator
 under autograd, against autograd of the float32 reference.
 
@@ -49,9 +49,10 @@ def test_the_gradients_contract_sends_the_rest_to_triton(monkeypatch):
         return CF._cute_bwd_plan(args["q"], args["k"], args["v"], args["do"], cu)
 
     assert plan(2, 256, 4, 128) and plan(4, 4096, 16, 128) and plan(1, 1, 1, 128)
-    assert not plan(2, 100, 3, 64)  # computed, not chosen: the Triton pass measured faster
-    monkeypatch.setattr(CF, "_CUTE_BWD_KS", (64, 128))
     assert plan(2, 100, 3, 64)
+    monkeypatch.setattr(CF, "_CUTE_BWD_KS", (128,))
+    assert not plan(2, 100, 3, 64)  # K not in _CUTE_BWD_KS
+    monkeypatch.setattr(CF, "_CUTE_BWD_KS", (64, 128))
     assert not plan(2, 256, 4, 128, cu=True)  # packed sequences
     assert not plan(2, 256, 4, 128, 64) and not plan(2, 256, 4, 64, 128)  # K != V
     assert not plan(2, 256, 4, 96) and not plan(2, 256, 4, 256)  # K neither 64 nor 128
@@ -60,7 +61,7 @@ def test_the_gradients_contract_sends_the_rest_to_triton(monkeypatch):
     assert not plan(2, 256, 4, 128, k=_Cuda(2, 256, 4, 128, dtype=torch.float16))
     assert not plan(2, 256, 4, 128, do=_Cuda(2, 256, 4, 128, dtype=torch.float16))
     assert not plan(2, 256, 4, 128, do=_Cuda(2, 255, 4, 128))  # do not v's shape
-    assert not plan(1, 256, 65536, 64) and not plan(65536, 64, 1, 64)  # grid sizes
+    assert plan(1, 256, 65536, 64) and plan(65536, 64, 1, 64)  # one CTA per multiprocessor
     assert not plan(1, 2**25, 64, 64) and not plan(1, 2**24, 8, 128)  # 32-bit indices
     # do as autograd may hand it: expanded (stride 0), or transposed.
     expanded = _Cuda(
@@ -110,6 +111,10 @@ def _backward(monkeypatch, cute_on, args, save):
     ("B", "T", "H", "K", "dtype", "strided", "decay", "states"),
     first_by_default(
         [
+            # Many more (chunk, head) items than multiprocessors: each CTA takes several in
+            # turn, through both token stages, with a partial chunk at every sequence's end.
+            (2, 4000, 8, 128, torch.bfloat16, False, "logsigmoid", True),
+            (2, 4000, 8, 64, torch.float16, True, "logsigmoid", False),
             (2, 1000, 3, 128, torch.bfloat16, False, "logsigmoid", True),
             (2, 300, 2, 64, torch.bfloat16, False, "logsigmoid", True),
             (2, 777, 2, 128, torch.float16, True, "logsigmoid", False),
@@ -142,7 +147,6 @@ def test_cute_gradients_match_the_triton_passes(
     args = _inputs(B, T, H, K, dtype, gen, strided, decay, states)
     q, k, v, _, _, do, _ = args
     monkeypatch.setattr(CF, "_CUTE_BWD", True)
-    monkeypatch.setattr(CF, "_CUTE_BWD_KS", (64, 128))  # K = 64 is computed, not chosen
     assert CF._cute_bwd_plan(q, k, v, do, False), "the pass's contract should hold here"
     for save in (False, True):
         ours = _backward(monkeypatch, True, args, save)
@@ -166,7 +170,6 @@ def test_the_public_operator_takes_cute_gradients_as_reference_autograd_does(mon
     grads = cute_bwd.grads
     monkeypatch.setattr(cute_bwd, "grads", lambda *a: calls.append(1) or grads(*a))
     monkeypatch.setattr(CF, "_CUTE_BWD", True)
-    monkeypatch.setattr(CF, "_CUTE_BWD_KS", (64, 128))  # K = 64 is computed, not chosen
     gen = torch.Generator().manual_seed(3)
     q, k, v, g, h0, do, dht = _inputs(1, 150, 2, 64, torch.bfloat16, gen)
     xs = [x.detach().requires_grad_() for x in (q, k, v, g, h0)]

@@ -186,12 +186,10 @@ def _state_slots(B, T, N, use_cu):
 # _CUTE_SEG_PROGRAMS walk, each segment of at least _CUTE_SEG_MIN_CHUNKS chunks.
 _CUTE_WALK = _env_switch("ATTNOPS_CHUNK_GLA_CUTE", True)
 # The backward's gradients' pass in CuTeDSL (cute_bwd.py), under the same switch; tests and
-# benchmarks set _CUTE_BWD to choose. It computes K = V of 64 or 128, and is chosen where it
-# measured faster than the Triton passes: K = 128 (at K = 64 the Triton pass that also forms dv,
-# two programs per multiprocessor taking items in turn, measured 4% faster; docs/performance.md,
-# "chunk_gla: the CuTeDSL gradients' pass").
+# benchmarks set _CUTE_BWD to choose. It computes K = V of 64 or 128 and measured faster than
+# the Triton passes at both (docs/performance.md, "chunk_gla: the CuTeDSL gradients' pass").
 _CUTE_BWD = _CUTE_WALK
-_CUTE_BWD_KS = (128,)
+_CUTE_BWD_KS = (64, 128)
 _CUTE_SEG_BELOW = 128
 _CUTE_SEG_PROGRAMS = 256
 _CUTE_SEG_MIN_CHUNKS = 8
@@ -220,8 +218,8 @@ def _tma_ready(t):
 def _cute_bwd_plan(q, k, v, do, use_cu):
     """Whether the CuTeDSL gradients' pass (cute_bwd.py) computes dq, dk, dv and dg after the
     backward's state walks: 16-bit CUDA inputs on Hopper with CuTeDSL installed, k, v and do of
-    q's dtype and shape, K = V in ``_CUTE_BWD_KS``, no packed sequences, every tensor TMA-ready,
-    32-bit indices, and a grid of (chunks, H, B) with H and B at most 65535."""
+    q's dtype and shape, K = V in ``_CUTE_BWD_KS``, no packed sequences, every tensor TMA-ready
+    and 32-bit indices (its grid is one CTA per multiprocessor, whatever B and H)."""
     if not _CUTE_BWD or use_cu or not q.is_cuda:
         return False
     B, T, H, K = q.shape
@@ -232,7 +230,7 @@ def _cute_bwd_plan(q, k, v, do, use_cu):
     if not q.shape == k.shape == v.shape == do.shape or min(B, T, H) == 0:
         return False
     slots = B * cdiv(T, _BT) * H * K * K
-    if max(q.numel(), slots, B * H * 2 * T) >= 2**31 or max(B, H) > _MAX_GRID_YZ:
+    if max(q.numel(), slots, B * H * 2 * T) >= 2**31:
         return False
     return all(_tma_ready(t) for t in (q, k, v, do)) and _cute_available(q.device.index)
 
