@@ -1,12 +1,26 @@
 """chunk_gla's gradients of q, k, v and the log-decay from the chunk states, in CuTeDSL for
-Hopper (sm90): one CTA per (chunk, head) computes all four, with warpgroup matrix products
-(wgmma) on tiles that the tensor memory accelerator (TMA) brings into shared memory.
+Hopper (sm90): all four for each (chunk, head) item, with warpgroup matrix products (wgmma) on
+tiles that the tensor memory accelerator (TMA) brings into shared memory.
 
-It replaces the two Triton passes of ``chunk_gla_bwd`` that follow its state walks (the
-dq/dk/dg pass and, for K over 64, the dv pass): it reads q, k, v, do, the state at the chunk's
-start ``h`` and the gradient of the state at its end ``dh`` once, and writes dq, dk, dv and dg
-once. The launcher and its contract are in triton.py (``chunk_gla_bwd``) and config.py
+It replaces the Triton passes of ``chunk_gla_bwd`` that follow its state walks (the dq/dk/dg
+pass and, for K over 64, the dv pass): it reads q, k, v, do, the state at the chunk's start
+``h`` and the gradient of the state at its end ``dh`` once, and writes dq, dk, dv and dg once.
+The launcher and its contract are in triton.py (``chunk_gla_bwd``) and config.py
 (``_cute_bwd_plan``).
+
+Note [chunk_gla CuTe gradients' pipeline]: one CTA per multiprocessor (two at K = 64) takes the
+items in turn. q, k, v and do have two stages in shared memory, the states one: an item's
+tokens are loaded while the item before it runs (issued first thing in that item), and its
+states as soon as that item's products through the states are done (mid-item). The results,
+rounded, are written over the stage's tiles that no product reads any more (dq over v, dk over
+q, dv over do: each warpgroup's columns are read only by its own products there) and stored by
+TMA, which clips the rows past the sequence's end; the stage is loaded again only once those
+stores have read it. The log-decay and dg's partial sums are double-buffered, so an item needs
+two barriers of the whole CTA: once its states are free, and once its results are in shared
+memory; dg is finished by two warps while the others go on to the next item. Loading, then
+computing, then storing each item with nothing beside it (one CTA per item) took about 1.65
+times as long, and storing the results from registers (four bytes per thread and instruction) stalled
+on the memory pipeline's queue (docs/performance.md, "chunk_gla: the CuTeDSL gradients' pass").
 
 Note [chunk_gla CuTe gradients]: per chunk, with ``G`` the in-chunk cumulative log-decay (``C``
 its compensation, Note [log-decay floor]), ``G_L`` its value at the chunk's last token and
@@ -25,9 +39,9 @@ the same sums as ``_gla_bwd_dqk_kernel`` (bwd.py), which never subtract the larg
 second product then accumulates onto it. A' and dA' go to shared memory in 16 bits, where each
 is read both as it is and transposed (the same bytes as an M-major operand). The K (= V)
 columns of every result are split between ``K / 64`` warpgroups, 64 each; A' and dA' between
-them by columns. Row sums of the two warpgroups' parts are added in a fixed order, and the
-column sums of ``P`` are taken from shared memory in a fixed order: the results are the same
-bits on every run.
+them by columns. P's row and column sums are taken from registers (quad and warp shuffles),
+their per-warp and per-warpgroup parts added in a fixed order, and dg's scans run in a fixed
+order within each of two warps: the results are the same bits on every run.
 """
 
 from __future__ import annotations
