@@ -153,7 +153,8 @@ def test_forward_walking_segments_returns_the_chunk_states_for_the_backward(monk
 @pytest.mark.parametrize("given", [True, False])
 def test_backward_walking_segments_uses_or_recomputes_the_states(monkeypatch, given, dtype):
     # The forward walked whole, the backward splits its walks: given the states, it walks only
-    # the gradients, in segments; without, it recomputes the states in segments too.
+    # the gradients, in segments; without, it recomputes the states in segments too, each step
+    # of both walks in one launch.
     B, T, H, K, V = 1, 320, 1, 32, 48
     q, k, v, g, h0, do, dht = _inputs(B, T, H, K, V, dtype, B)
     h = C.chunk_gla_fwd(q, k, v, g, None, h0, None, False)[1] if given else None
@@ -164,8 +165,14 @@ def test_backward_walking_segments_uses_or_recomputes_the_states(monkeypatch, gi
     monkeypatch.setattr(CF, "_SEG_MIN_CHUNKS", 1)
     seen = _launches(monkeypatch)
     got = C.chunk_gla_bwd(q, k, v, g, None, h0, None, do, dht, h)
-    assert seen.count("_gla_bwd_dhseg_kernel") == 2 and "_gla_bwd_dh_kernel" not in seen, seen
-    assert seen.count("_gla_fwd_hseg_kernel") == (0 if given else 2), seen
+    if given:
+        assert seen.count("_gla_bwd_dhseg_kernel") == 2, seen
+        assert "_gla_bwd_states_seg_kernel" not in seen, seen
+    else:
+        assert seen.count("_gla_bwd_states_seg_kernel") == 2, seen
+        assert seen.count("_gla_bwd_seg_carry_kernel") == 1, seen
+        assert "_gla_bwd_dhseg_kernel" not in seen, seen
+    assert "_gla_bwd_dh_kernel" not in seen and "_gla_fwd_hseg_kernel" not in seen, seen
     assert "_gla_fwd_h_kernel" not in seen and "_gla_bwd_states_kernel" not in seen, seen
     tol = 2e-5 if dtype == torch.float32 else 2e-2
     for name, a, b in zip(("dq", "dk", "dv", "dg", "dh0"), got, want, strict=True):

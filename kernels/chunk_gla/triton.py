@@ -19,7 +19,9 @@ from .sequential import (
 from .walks import (
     _gla_bwd_dh_kernel,
     _gla_bwd_dhseg_kernel,
+    _gla_bwd_seg_carry_kernel,
     _gla_bwd_states_kernel,
+    _gla_bwd_states_seg_kernel,
     _gla_fwd_h_kernel,
     _gla_fwd_hseg_kernel,
     _gla_seg_carry_kernel,
@@ -78,6 +80,34 @@ def _launch_walk(like, a, b, gc, s0, out, s_end, cu, scale, N, NT, BT, cfg, mode
         args = (a, b, gc, s0, out, s_end, cu, T, H, NT, *st)
         flags = dict(USE_CU=cu is not None, USE_H0=s0 is not None, STORE_HT=s_end is not None)
         launchable(_gla_fwd_h_kernel, like)[(N * H * tiles,)](*args, **kw, **flags)
+
+
+def _launch_walks_split(like, k, v, q, do, gc, h0, h, dht, dh, dh0, scale, N, NT, BT, cfg, mode,
+                        segments):  # fmt: skip
+    """The backward's two walks split into segments (see _launch_walk), side by side: the
+    forward one recomputing the chunk states ``h`` from ``h0`` and the reverse one writing the
+    gradients ``dh`` from ``dht`` and ``dh0``; three launches, each one step of both walks."""
+    _, T, H, K = k.shape
+    V = v.shape[-1]
+    hk, hv, hw, hs = cfg
+    tiles = cdiv(K, hk) * cdiv(V, hv)
+    cps, nseg = segments
+    np_ = N * H * tiles
+    own = k.new_empty((2, N * nseg, H, K, V), dtype=torch.float32)
+    start = torch.empty_like(own)
+    gseg = k.new_empty((2, N * nseg, H), dtype=torch.float32)
+    st = (k.stride(), v.stride(), q.stride(), do.stride())
+    kw = dict(K=K, V=V, BT=BT, BK=hk, BV=hv, MODE=mode, num_warps=hw, num_stages=hs)
+    walks = (k, v, q, do, gc, h, own[0], gseg[0], start[0], dh, own[1], gseg[1], start[1])
+    args = (*walks, float(scale), T, H, NT, cps, nseg, np_ * nseg, *st)
+    grid = (2 * np_ * nseg,)
+    launchable(_gla_bwd_states_seg_kernel, like)[grid](*args, **kw, STEP=1)
+    launchable(_gla_bwd_seg_carry_kernel, like)[(2 * np_,)](
+        h0, own[0], gseg[0], start[0], dht, own[1], gseg[1], start[1], dh0, H, nseg, np_, K=K,
+        V=V, BK=hk, BV=hv, USE_H0=h0 is not None, USE_DHT=dht is not None, num_warps=4,
+        num_stages=1,
+    )  # fmt: skip
+    launchable(_gla_bwd_states_seg_kernel, like)[grid](*args, **kw, STEP=2)
 
 
 def _packed(cu_seqlens, B, T, device):
@@ -462,9 +492,12 @@ def chunk_gla_bwd(
         launchable(_gla_bwd_states_kernel, dv)[(2 * NP,)](
             *args, k_st, v_st, q_st, do_st, **kw, **flags
         )
+    elif h_saved is None:
+        # Both split walks, side by side.
+        _launch_walks_split(
+            dv, k, v, q, do, gc, h0, h, dht, dh, dh0, scale, N, NT, BT, state_cfg, mode, segments
+        )
     else:
-        if h_saved is None:
-            _launch_walk(dv, k, v, gc, h0, h, None, cu, None, N, NT, BT, state_cfg, mode, segments)
         _launch_walk(dv, q, do, gc, dht, dh, dh0, cu, scale, N, NT, BT, state_cfg, mode, segments)
     if config._cute_bwd_plan(q, k, v, do, use_cu):
         from . import cute_bwd

@@ -172,16 +172,37 @@ def _gla_bwd_dhseg_kernel(
 
 
 @triton.jit
-def _gla_seg_carry_kernel(
-    s0, own, gseg, start, s_end, H, NSEG, K: tl.constexpr, V: tl.constexpr, BK: tl.constexpr,
-    BV: tl.constexpr, USE_S0: tl.constexpr, STORE_END: tl.constexpr, REVERSE: tl.constexpr,
+def _gla_bwd_states_seg_kernel(
+    k, v, q, do, gc, h, hown, hgseg, hstart, dh, dhown, dhgseg, dhstart, scale, T, H, NT, CPS,
+    NSEG, NPS, k_st, v_st, q_st, do_st, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr,
+    BK: tl.constexpr, BV: tl.constexpr, MODE: tl.constexpr, STEP: tl.constexpr,
 ):  # fmt: skip
-    # Grid (sequences x heads x state tiles,): between the two steps of a split walk, the state
-    # (reverse: its gradient) at the start (reverse: the end) of each segment, into start, from
-    # s0 (the initial state; reverse: dht) and the segments' own parts and log-decays (STEP 1),
-    # last segment first in reverse; what is left after the last, into s_end when STORE_END
-    # (the final state; reverse: the gradient of the initial state).
-    i_n, i_h, _, _, o_k, o_v, m_k, m_v = _state_tile(tl.program_id(0), H, 1, K, V, BK, BV)
+    # The backward's two split walks side by side, one step of each per launch: programs below
+    # NPS (sequences x heads x segments x state tiles) as _gla_fwd_hseg_kernel, the others as
+    # _gla_bwd_dhseg_kernel. Split walks have few programs each, and a launch's length is that
+    # of its longest program, so each step of the two costs about what one alone does.
+    pid = tl.program_id(0)
+    if pid < NPS:
+        _walk(pid, k, v, gc, hstart, h, hown, hgseg, None, 1.0, T, H, NT, CPS, NSEG, k_st, v_st,
+              K, V, BT, BK, BV, False, STEP == 2, STEP == 1, STEP, False, MODE)  # fmt: skip
+    else:
+        _walk(pid - NPS, q, do, gc, dhstart, dh, dhown, dhgseg, None, scale, T, H, NT, CPS, NSEG,
+              q_st, do_st, K, V, BT, BK, BV, False, STEP == 2, STEP == 1, STEP, True,
+              MODE)  # fmt: skip
+
+
+@triton.jit
+def _carry(
+    pid, s0, own, gseg, start, s_end, H, NSEG, K: tl.constexpr, V: tl.constexpr,
+    BK: tl.constexpr, BV: tl.constexpr, USE_S0: tl.constexpr, STORE_END: tl.constexpr,
+    REVERSE: tl.constexpr,
+):  # fmt: skip
+    # Program pid of a grid (sequences x heads x state tiles,): between the two steps of a split
+    # walk, the state (reverse: its gradient) at the start (reverse: the end) of each segment,
+    # into start, from s0 (the initial state; reverse: dht) and the segments' own parts and
+    # log-decays (STEP 1), last segment first in reverse; what is left after the last, into
+    # s_end when STORE_END (the final state; reverse: the gradient of the initial state).
+    i_n, i_h, _, _, o_k, o_v, m_k, m_v = _state_tile(pid, H, 1, K, V, BK, BV)
     s_off, m_s = _state_offsets(i_n, i_h, H, K, V, o_k, o_v, m_k, m_v)
     b_s = _load_state(s0, s_off, m_s, USE_S0, BK, BV)
     for i_r in range(0, NSEG):
@@ -195,3 +216,31 @@ def _gla_seg_carry_kernel(
         b_s = b_s * tl.exp(b_g) + tl.load(own + p_off, mask=m_p, other=0.0)
     if STORE_END:
         tl.store(s_end + s_off, b_s, mask=m_s)
+
+
+@triton.jit
+def _gla_seg_carry_kernel(
+    s0, own, gseg, start, s_end, H, NSEG, K: tl.constexpr, V: tl.constexpr, BK: tl.constexpr,
+    BV: tl.constexpr, USE_S0: tl.constexpr, STORE_END: tl.constexpr, REVERSE: tl.constexpr,
+):  # fmt: skip
+    # Grid (sequences x heads x state tiles,): one split walk's carry (_carry).
+    _carry(tl.program_id(0), s0, own, gseg, start, s_end, H, NSEG, K, V, BK, BV, USE_S0,
+           STORE_END, REVERSE)  # fmt: skip
+
+
+@triton.jit
+def _gla_bwd_seg_carry_kernel(
+    h0, hown, hgseg, hstart, dht, dhown, dhgseg, dhstart, dh0, H, NSEG, NP, K: tl.constexpr,
+    V: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr, USE_H0: tl.constexpr,
+    USE_DHT: tl.constexpr,
+):  # fmt: skip
+    # The carries of the backward's two split walks side by side (_gla_bwd_states_seg_kernel):
+    # programs below NP (sequences x heads x state tiles) carry the states forward, the others
+    # their gradients backward, the last into dh0.
+    pid = tl.program_id(0)
+    if pid < NP:
+        _carry(pid, h0, hown, hgseg, hstart, None, H, NSEG, K, V, BK, BV, USE_H0, False,
+               False)  # fmt: skip
+    else:
+        _carry(pid - NP, dht, dhown, dhgseg, dhstart, dh0, H, NSEG, K, V, BK, BV, USE_DHT, True,
+               True)  # fmt: skip
