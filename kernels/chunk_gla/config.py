@@ -118,8 +118,10 @@ def _bwd_config(K, V, dtype):
 # walks are short, but there are three launches and twice the products, so the forward splits
 # only where its walk has at most _SEG_MAX_PROGRAMS programs. The backward splits its reverse
 # walk where it alone has at most _BWD_SEG_MAX_PROGRAMS; without the forward's states the split
-# recomputes them in three launches too, where the whole walks share one
-# (_gla_bwd_states_kernel): it then splits only at _BWD_SEG_MAX_PROGRAMS_RECOMPUTING or fewer.
+# recomputes them too, each of its three steps in the same launch as the reverse walk's
+# (_gla_bwd_states_seg_kernel), where the whole walks share one (_gla_bwd_states_kernel): it
+# then splits only at _BWD_SEG_MAX_PROGRAMS_RECOMPUTING or fewer (docs/performance.md, "chunk_gla:
+# the forward in one walk").
 _SEG_MAX_PROGRAMS = 64
 _SEG_PROGRAMS = 256
 _SEG_MIN_CHUNKS = 8

@@ -390,12 +390,12 @@ def chunk_gla_bwd(
     (Note [persistent passes]; one program per item with ``cu_seqlens``), otherwise one program
     per (chunk, head, K block) and a fourth launch for ``dv``, one program per (chunk, head,
     V block); on Hopper with CuTeDSL installed, where ``config._cute_bwd_plan`` accepts the
-    inputs (K = V = 128, no ``cu_seqlens``), one CuTeDSL launch (cute_bwd.py) computes dq, dk, dv
-    and dg instead of those two. When each
+    inputs (K = V of 64 or 128, no ``cu_seqlens``), one CuTeDSL launch (cute_bwd.py) computes dq,
+    dk, dv and dg instead. When each
     walk would have very few programs (long equal-length sequences, few heads: see
     ``_segments``), each runs as in :func:`chunk_gla_fwd`: segments side by side, twice, with a
     short launch across segments between (float32 scratch ``[N * segments, H, K, V]`` twice
-    per walk). With ``cu_seqlens``, a walk of each whole sequence that does
+    per walk), the two walks' steps in the same three launches when both run. With ``cu_seqlens``, a walk of each whole sequence that does
     the work only where the clamped offsets fall somewhere (the chunks of different sequences
     may then overlap) follows.
 
