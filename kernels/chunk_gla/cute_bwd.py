@@ -132,6 +132,19 @@ def _p_sums(p, coord, rowp, colp, wg, wq, lane):
 
 
 @cute.jit
+def _tma_tiles(tma, smem, g, tile, i_h, i_x):
+    """A TMA copy's partitions of the shared tiles ``smem`` (rows, columns, stage), by stage, and
+    of ``g[:, :, i_h, i_x]`` in tiles of ``tile`` along its rows, by tile."""
+    return cpasync.tma_partition(
+        tma,
+        0,
+        cute.make_layout(1),
+        cute.group_modes(smem, 0, 2),
+        cute.group_modes(cute.local_tile(g[None, None, i_h, i_x], tile, (None, 0)), 0, 2),
+    )
+
+
+@cute.jit
 def _scale_rows(acc, coord, dec, col: cutlass.Constexpr):
     for i in cutlass.range_constexpr(cute.size(acc)):
         r, _ = coord[i]
@@ -490,15 +503,7 @@ class _Grads:
             if warp == 0:
                 outs = ((tma_dq, sV, gdq), (tma_dk, sQ, gdk), (tma_dv, sDO, gdv))
                 for tma, sx, g in outs:
-                    ts, tg = cpasync.tma_partition(
-                        tma,
-                        0,
-                        cute.make_layout(1),
-                        cute.group_modes(sx, 0, 2),
-                        cute.group_modes(
-                            cute.local_tile(g[None, None, i_h, i_b], (BT, K), (None, 0)), 0, 2
-                        ),
-                    )
+                    ts, tg = _tma_tiles(tma, sx, g, (BT, K), i_h, i_b)
                     cute.copy(tma, ts[None, s], tg[None, i_c])
                 cute.arch.cp_async_bulk_commit_group()
             if tid < BT:
@@ -527,15 +532,7 @@ class _Grads:
         with cute.arch.elect_one():
             cute.arch.mbarrier_arrive_and_expect_tx(bars + s, tok_bytes)
         for tma, sx, g in ((tma_q, sQ, gq), (tma_k, sK, gk), (tma_v, sV, gv), (tma_do, sDO, gdo)):
-            ts, tg = cpasync.tma_partition(
-                tma,
-                0,
-                cute.make_layout(1),
-                cute.group_modes(sx, 0, 2),
-                cute.group_modes(
-                    cute.local_tile(g[None, None, i_h, i_b], (BT, K), (None, 0)), 0, 2
-                ),
-            )
+            ts, tg = _tma_tiles(tma, sx, g, (BT, K), i_h, i_b)
             cute.copy(tma, tg[None, i_c], ts[None, s], tma_bar_ptr=bars + s)
 
     @cute.jit
@@ -550,13 +547,7 @@ class _Grads:
         with cute.arch.elect_one():
             cute.arch.mbarrier_arrive_and_expect_tx(bars + 2, st_bytes)
         for tma, sx, g in ((tma_h, sH, gh), (tma_dh, sDH, gdh)):
-            ts, tg = cpasync.tma_partition(
-                tma,
-                0,
-                cute.make_layout(1),
-                cute.group_modes(sx, 0, 2),
-                cute.group_modes(cute.local_tile(g[None, None, i_h, i_s], (K, K), (None, 0)), 0, 2),
-            )
+            ts, tg = _tma_tiles(tma, sx, g, (K, K), i_h, i_s)
             cute.copy(tma, tg[None, 0], ts[None, 0], tma_bar_ptr=bars + 2)
 
     @cute.jit
