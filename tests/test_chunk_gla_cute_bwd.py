@@ -1,10 +1,10 @@
 """chunk_gla's gradients' pass in CuTeDSL (kernels/chunk_gla/cute_bwd.py, chosen first on
 Hopper after the backward's state walks): where its contract holds (``config._cute_bwd_plan``),
 and on a Hopper GPU with CuTeDSL installed, the same dq, dk, dv, dg and dh0 as the Triton passes
-(within bf16 rounding), the same bits on every run, on odd lengths, sequences shorter than a
-chunk, K = V of 128 and 64, float16 and bfloat16, strided inputs, initial and final states,
-saved and recomputed chunk states, resets and deep decays; and through the public operator
-under autograd, against autograd of the float32 reference.
+(within bf16 rounding), the same bits on every run, with many items per CTA, on odd lengths,
+sequences shorter than a chunk, K = V of 128 and 64, float16 and bfloat16, strided inputs,
+initial and final states, saved and recomputed chunk states, resets and deep decays; and
+through the public operator under autograd, against autograd of the float32 reference.
 
 The contract itself (what goes to Triton instead) is checked on any machine."""
 
