@@ -12,10 +12,14 @@ beside it when it imports. Then the backward for each (``_BWD_SEG_MAX_PROGRAMS``
 for ``_BWD_SEG_MAX_PROGRAMS_RECOMPUTING``; ``_SEG_PROGRAMS``) of BACKWARD, given the forward's
 chunk states and recomputing them, with the largest gradient difference against the whole
 walks. Markdown to stdout. docs/performance.md (chunk_gla tuning history) keeps its figures.
+
+``--carry-stages N [N ...]`` runs the whole sweep once for each number of software-pipelining
+stages of the carry across segments (``config._SEG_CARRY_STAGES``), a heading before each.
 """
 
 from __future__ import annotations
 
+import argparse
 import statistics
 import sys
 import time
@@ -130,10 +134,16 @@ def sweep(shape, fla):
 
 
 def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--carry-stages", type=int, nargs="+", default=[1])
+    args = ap.parse_args()
     start = time.monotonic()
     fla = fla_forward()
-    for shape in SHAPES:
-        sweep(shape, fla)
+    for stages in args.carry_stages:
+        launch_config._SEG_CARRY_STAGES = stages
+        print(f"\n# carry across segments with {stages} stage(s)")
+        for shape in SHAPES:
+            sweep(shape, fla)
     print(f"\n{time.monotonic() - start:.0f} s")
 
 

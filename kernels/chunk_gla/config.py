@@ -127,6 +127,11 @@ _SEG_PROGRAMS = 256
 _SEG_MIN_CHUNKS = 8
 _BWD_SEG_MAX_PROGRAMS = 64
 _BWD_SEG_MAX_PROGRAMS_RECOMPUTING = 32
+# Software-pipelining stages of the carry across segments (_gla_seg_carry_kernel and the
+# backward's _gla_bwd_seg_carry_kernel): each step's loads do not depend on the carried state,
+# so more than one stage could overlap them with the steps before
+# (benchmarks/chunk_gla_split_sweep.py --carry-stages times each).
+_SEG_CARRY_STAGES = 1
 
 
 def _segments(programs: int, chunks: int, max_programs: int | None = None) -> int:
