@@ -65,7 +65,7 @@ from .cute import _cute_dtype, _gemm, _load_decay, _publish_decay, _stage, _tma_
 BT = 64  # tokens per chunk
 _WG_COLS = 64  # result columns per warpgroup
 # CTAs that fit on a multiprocessor: shared memory for two items' q, k, v and do and one
-# item's states (about 212 KB at K = 128, 100 KB at 64).
+# item's states (about 221 KB at K = 128, 106 KB at 64).
 _CTAS_PER_SM = {64: 2, 128: 1}
 _LOG2E = math.log2(math.e)
 
@@ -129,6 +129,12 @@ def _p_sums(p, coord, rowp, colp, wg, wq, lane):
             if lane < 4:
                 _, col = coord[i]
                 colp[wq, col] = c
+
+
+@cute.jit
+def _item(it, H, NT):
+    """Item ``it``'s (chunk, head, batch row): items go chunk fastest, then head."""
+    return it % NT, (it // NT) % H, it // (NT * H)
 
 
 @cute.jit
@@ -394,9 +400,7 @@ class _Grads:
 
         n = Int32(0)
         for it in cutlass.range(first, items, step, unroll=1):
-            i_c = it % NT
-            i_h = (it // NT) % H
-            i_b = it // (NT * H)
+            i_c, i_h, i_b = _item(it, H, NT)
             t0 = i_c * BT
             n_ok = cutlass.min(BT, T - t0)
             s = n % 2  # the token stage, and the buffer of the decay and of dg's sums
@@ -515,8 +519,7 @@ class _Grads:
     @cute.jit
     def _decay(self, mGc, it, H, NT, T, tid):
         """Item ``it``'s log-decay (``_load_decay``)."""
-        i_h = (it // NT) % H
-        i_b = it // (NT * H)
+        _, i_h, i_b = _item(it, H, NT)
         return _load_decay(mGc, i_b, i_h, (it % NT) * BT, T, tid)
 
     @cute.jit
@@ -526,9 +529,7 @@ class _Grads:
         K = self.K
         tma_q, gq, tma_k, gk, tma_v, gv, tma_do, gdo, _, _, _, _ = loads
         sQ, sK, sV, sDO, _, _ = tiles
-        i_c = it % NT
-        i_h = (it // NT) % H
-        i_b = it // (NT * H)
+        i_c, i_h, i_b = _item(it, H, NT)
         with cute.arch.elect_one():
             cute.arch.mbarrier_arrive_and_expect_tx(bars + s, tok_bytes)
         for tma, sx, g in ((tma_q, sQ, gq), (tma_k, sK, gk), (tma_v, sV, gv), (tma_do, sDO, gdo)):
@@ -541,9 +542,8 @@ class _Grads:
         K = self.K
         _, _, _, _, _, _, _, _, tma_h, gh, tma_dh, gdh = loads
         _, _, _, _, sH, sDH = tiles
-        i_c = it % NT
-        i_h = (it // NT) % H
-        i_s = (it // (NT * H)) * NT + i_c
+        i_c, i_h, i_b = _item(it, H, NT)
+        i_s = i_b * NT + i_c
         with cute.arch.elect_one():
             cute.arch.mbarrier_arrive_and_expect_tx(bars + 2, st_bytes)
         for tma, sx, g in ((tma_h, sH, gh), (tma_dh, sDH, gdh)):
