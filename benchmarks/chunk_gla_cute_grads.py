@@ -9,9 +9,11 @@ versions, ``--replays`` replays each), bf16, g = logsigmoid(randn):
 
 - "bwd": ``chunk_gla_bwd`` alone, given the forward's chunk states (``save_states=True``) or
   recomputing them (the default), Triton passes against the CuTeDSL pass;
-- "fwd+bwd": ``torch.autograd.grad`` of one ``attnops.chunk_gla`` call (the default
-  ``save_states=False``), the Triton kernels alone (``ATTNOPS_CHUNK_GLA_CUTE=0``) against the
-  CuTeDSL walk and pass.
+- "fwd, states saved": ``chunk_gla_fwd`` keeping the chunk states, the Triton forward against
+  the CuTeDSL walk storing them;
+- "fwd+bwd": ``torch.autograd.grad`` of one ``attnops.chunk_gla`` call, with the chunk states
+  recomputed in the backward (the default ``save_states=False``) or saved by the forward, the
+  Triton kernels alone (``ATTNOPS_CHUNK_GLA_CUTE=0``) against the CuTeDSL walk and pass.
 
 Before timing, each shape's gradients of the two backwards are compared (``BAD`` where one
 differs from the other by more than 2e-2 of its largest value, or is not finite); exit 1 on any.
@@ -55,8 +57,8 @@ def backward(q, k, v, g, do, h, save):
     return C.chunk_gla_bwd(q, k, v, g, None, None, None, do, None, h, save_states=save)
 
 
-def step(attnops, xs, do):
-    out = attnops.chunk_gla(*xs)
+def step(attnops, xs, do, save=False):
+    out = attnops.chunk_gla(*xs, save_states=save)
     return torch.autograd.grad(out.output, xs, do)
 
 
@@ -103,10 +105,17 @@ def main():
                 [label, kind, f"{t_tri:.1f}", f"{t_cute:.1f}", f"{t_tri / t_cute:.2f}", err]
             )
         del h
-        xs = [x.detach().requires_grad_() for x in (q, k, v, g)]
-        t_tri, t_cute = pair(functools.partial(step, attnops, xs, do), args.replays, grad=True)
+        fwd = functools.partial(C.chunk_gla_fwd, q, k, v, g, None, None, None, False)
+        t_tri, t_cute = pair(functools.partial(fwd, save_states=True), args.replays)
         ratio = f"{t_tri / t_cute:.2f}"
-        rows.append([label, "fwd+bwd", f"{t_tri:.1f}", f"{t_cute:.1f}", ratio, ""])
+        rows.append([label, "fwd, states saved", f"{t_tri:.1f}", f"{t_cute:.1f}", ratio, ""])
+        xs = [x.detach().requires_grad_() for x in (q, k, v, g)]
+        for save in (False, True):
+            run = functools.partial(step, attnops, xs, do, save)
+            t_tri, t_cute = pair(run, args.replays, grad=True)
+            ratio = f"{t_tri / t_cute:.2f}"
+            kind = "fwd+bwd, states " + ("saved" if save else "recomputed")
+            rows.append([label, kind, f"{t_tri:.1f}", f"{t_cute:.1f}", ratio, ""])
         torch.cuda.empty_cache()
     name = torch.cuda.get_device_name()
     print(f"chunk_gla backward, {name}, torch {torch.__version__}, bf16, us")

@@ -1,8 +1,9 @@
 """chunk_gla's forward as one CuTeDSL walk (kernels/chunk_gla/cute.py, chosen first on Hopper):
 where its contract holds (``config._cute_plan``), and on a Hopper GPU with CuTeDSL installed, the
-same outputs and final states as the Triton forward, on odd lengths, K of 64 and 128, V of 64 to
-192, float16 and bfloat16, strided inputs, initial states, segments and packed sequences (with
-offsets that leave tokens uncovered, which get zeros).
+same outputs, final states and kept chunk states (``save_states``) as the Triton forward, on odd
+lengths, K of 64 and 128, V of 64 to 192, float16 and bfloat16, strided inputs, initial states,
+segments and packed sequences (with offsets that leave tokens uncovered, which get zeros, and
+state slots between sequences, which stay zero).
 
 The contract itself (what goes to Triton instead) is checked on any machine."""
 
@@ -59,9 +60,9 @@ def test_the_contract_refuses_grids_and_sizes_the_walk_cannot_launch(monkeypatch
         def data_ptr(self):
             return 1 << 20
 
-    def plan(B, T, H, K, V, cu=False, sequences=None, dtype=torch.bfloat16):
+    def plan(B, T, H, K, V, cu=False, sequences=None, dtype=torch.bfloat16, save=False):
         q = Cuda(B, T, H, K, dtype=dtype)
-        return CF._cute_plan(q, q, Cuda(B, T, H, V, dtype=dtype), cu, False, sequences)
+        return CF._cute_plan(q, q, Cuda(B, T, H, V, dtype=dtype), cu, save, sequences)
 
     assert plan(2, 256, 4, 128, 128) is not None
     assert plan(0, 256, 4, 128, 128) is None and plan(2, 256, 0, 128, 128) is None  # empty
@@ -79,6 +80,10 @@ def test_the_contract_refuses_grids_and_sizes_the_walk_cannot_launch(monkeypatch
     assert plan(70000, 64, 1, 64, 64) is None  # grid's third size
     assert plan(1, 70000 * 64, 1, 64, 64, cu=True, sequences=70000) is None
     assert plan(1, 256, 1, 64, 64, cu=True, sequences=3) == (4, 1)
+    # Kept chunk states are twice q's size at K = V = 128: their indices must fit too.
+    assert plan(1, 2**23, 1, 128, 128, save=True) is None
+    assert plan(1, 2**23, 1, 128, 128) is not None
+    assert plan(1, 2**22, 1, 128, 128, save=True) == plan(1, 2**22, 1, 128, 128)
     # Segments only where fewer than 128 CTAs would walk, then about 256, of 8 chunks or more.
     assert plan(4, 4096, 16, 128, 128) == (64, 1)
     assert plan(2, 4096, 16, 128, 128) == (16, 4)
@@ -117,12 +122,17 @@ def test_cute_walk_matches_the_triton_forward(
     plan = CF._cute_plan(q, k, v, False, False)
     assert plan is not None, "the walk's contract should hold here"
     o, h, ht = C.chunk_gla_fwd(q, k, v, g, None, h0, None, True, save_states=False)
+    o_s, h_s, ht_s = C.chunk_gla_fwd(q, k, v, g, None, h0, None, True, save_states=True)
     monkeypatch.setattr(CF, "_CUTE_WALK", False)
-    o_t, _, ht_t = C.chunk_gla_fwd(q, k, v, g, None, h0, None, True, save_states=False)
+    o_t, h_t, ht_t = C.chunk_gla_fwd(q, k, v, g, None, h0, None, True, save_states=True)
     assert torch.isfinite(o).all() and torch.isfinite(ht).all()
     assert h.shape[0] == 0
     assert rel_err(o, o_t) < 1e-2, plan
     assert rel_err(ht, ht_t) < 1e-2, plan
+    # Keeping the chunk states changes nothing else, and they are the Triton walk's.
+    assert torch.equal(o_s, o) and torch.equal(ht_s, ht)
+    assert h_s.shape == h_t.shape and h_s.dtype == h_t.dtype == dtype
+    assert torch.isfinite(h_s).all() and rel_err(h_s, h_t) < 1e-2, plan
 
 
 @pytest.mark.skipif(_SKIP is not None, reason=_SKIP or "")
@@ -152,12 +162,22 @@ def test_cute_walk_matches_the_triton_forward_on_packed_sequences(
     cu = torch.tensor(offsets, dtype=torch.int64, device="cuda")
     monkeypatch.setattr(CF, "_CUTE_WALK", True)
     assert CF._cute_plan(q, k, v, True, False, N) == (-(-T // 64), 1)
-    o, _, ht = C.chunk_gla_fwd(q, k, v, g, None, h0, cu, True, save_states=False)
+    o, h, ht = C.chunk_gla_fwd(q, k, v, g, None, h0, cu, True, save_states=True)
+    o_n, _, ht_n = C.chunk_gla_fwd(q, k, v, g, None, h0, cu, True, save_states=False)
+    assert torch.equal(o_n, o) and torch.equal(ht_n, ht)
     monkeypatch.setattr(CF, "_CUTE_WALK", False)
-    o_t, _, ht_t = C.chunk_gla_fwd(q, k, v, g, None, h0, cu, True, save_states=False)
+    o_t, h_t, ht_t = C.chunk_gla_fwd(q, k, v, g, None, h0, cu, True, save_states=True)
     assert torch.isfinite(o).all() and torch.isfinite(ht).all()
     assert rel_err(o, o_t) < 1e-2
     assert rel_err(ht, ht_t) < 1e-2
+    # The chunk states by slot, the gap slots between sequences left zero as the Triton walk
+    # leaves them.
+    assert h.shape == h_t.shape and torch.isfinite(h).all() and rel_err(h, h_t) < 1e-2
+    walked = torch.zeros(h.shape[0], dtype=torch.bool)
+    for i in range(N):
+        bos, eos = (min(max(x, 0), T) for x in offsets[i : i + 2])
+        walked[bos // 64 + i : bos // 64 + i + -(-max(eos - bos, 0) // 64)] = True
+    assert not walked.all() and (h[~walked.cuda()] == 0).all()
     lo, hi = offsets[0], min(offsets[-1], T)
     assert (o[:, :lo] == 0).all() and (o[:, hi:] == 0).all()
 

@@ -131,7 +131,7 @@ PLANS = (
         public="chunk_gla",
         seed=0,
         samples={
-            "B2-T70-H1-K16-V16": {"B": 2, "T": 70, "H": 1, "K": 16, "V": 16},
+            "B2-T70-H1-K64-V64": {"B": 2, "T": 70, "H": 1, "K": 64, "V": 64},
             "B1-T80-H1-K16-V32-cu_seqlens": {
                 "B": 1,
                 "T": 80,

@@ -129,8 +129,10 @@ _BWD_SEG_MAX_PROGRAMS = 64
 _BWD_SEG_MAX_PROGRAMS_RECOMPUTING = 32
 # Software-pipelining stages of the carry across segments (_gla_seg_carry_kernel and the
 # backward's _gla_bwd_seg_carry_kernel): each step's loads do not depend on the carried state,
-# so more than one stage could overlap them with the steps before
-# (benchmarks/chunk_gla_split_sweep.py --carry-stages times each).
+# so more than one stage could overlap them with the steps before. 1, 2 and 3 measured the same
+# within 1% on the H200 (forward and recomputing backward at B1 T8192 H4, T16384 H8 and T32768
+# H16, the same bits; docs/performance.md, "chunk_gla tuning history");
+# benchmarks/chunk_gla_split_sweep.py --carry-stages times each.
 _SEG_CARRY_STAGES = 1
 
 
@@ -246,10 +248,11 @@ def _cute_plan(q, k, v, use_cu, save_states, sequences=None):
     """(chunks per segment, segments) of the CuTeDSL walk for these inputs, or None where its
     contract does not hold: 16-bit CUDA inputs on Hopper with CuTeDSL installed (k and v of q's
     dtype, k of q's shape, v of q's batch, length and heads, none of them empty), K of 64 or
-    128, V of 64 or more and a multiple of 8, the chunk states not kept, every tensor TMA-ready,
-    and 32-bit indices. Packed sequences are walked whole (one segment). ``sequences``: how many
-    (default B); with the segments of each, the grid's third size (at most 65535, as H)."""
-    if not _CUTE_WALK or save_states or not q.is_cuda:
+    128, V of 64 or more and a multiple of 8, every tensor TMA-ready, and 32-bit indices (of
+    the chunk states too when ``save_states``: the walk then stores them). Packed sequences are
+    walked whole (one segment). ``sequences``: how many (default B); with the segments of each,
+    the grid's third size (at most 65535, as H)."""
+    if not _CUTE_WALK or not q.is_cuda:
         return None
     B, T, H, K = q.shape
     V = v.shape[-1]
@@ -260,6 +263,9 @@ def _cute_plan(q, k, v, use_cu, save_states, sequences=None):
     if not q.dtype == k.dtype == v.dtype or k.shape != q.shape or v.shape[:3] != q.shape[:3]:
         return None
     if max(q.numel(), v.numel(), B * H * 2 * T, T * 64) >= 2**31 or min(B, T, H, V) == 0:
+        return None
+    slots = _state_slots(B, T, B if sequences is None else sequences, use_cu)
+    if save_states and slots * H * K * V >= 2**31:
         return None
     if not all(_tma_ready(t) for t in (q, k, v)) or not _cute_available(q.device.index):
         return None

@@ -1,14 +1,15 @@
 """chunk_gla's forward in one walk, in CuTeDSL for Hopper (sm90): warpgroup matrix products
 (wgmma) on tiles that the tensor memory accelerator (TMA) brings into shared memory.
 
-Same function as ``_gla_fwd_fused_kernel`` (fwd.py) without stored chunk states: one CTA of one
-warpgroup per (sequence or segment, head, V block of 64) walks its chunks of 64 tokens in order
-with the state ``S`` (``[K, 64]``, float32) in registers. Packed sequences are walked whole from
-their clamped offsets; the CTAs of the first and the last sequence zero the tokens that no
-sequence covers. The launcher and its contract are in triton.py (``_cute_fwd``) and config.py
-(``_cute_plan``): where that contract holds (Hopper, CuTeDSL installed, 16-bit inputs, the
-chunk states not kept) the walk runs first, and the Triton plans everywhere else
-(docs/performance.md, "chunk_gla: the CuTeDSL walk").
+Same function as ``_gla_fwd_fused_kernel`` (fwd.py): one CTA of one warpgroup per (sequence or
+segment, head, V block of 64) walks its chunks of 64 tokens in order with the state ``S``
+(``[K, 64]``, float32) in registers, and where the chunk states are kept (``save_states``) stores
+the state at each chunk's start into its slot. Packed sequences are walked whole from their
+clamped offsets; the CTAs of the first and the last sequence zero the tokens that no sequence
+covers. The launcher and its contract are in triton.py (``_cute_fwd``) and config.py
+(``_cute_plan``): where that contract holds (Hopper, CuTeDSL installed, 16-bit inputs) the walk
+runs first, and the Triton plans everywhere else (docs/performance.md, "chunk_gla: the CuTeDSL
+walk").
 
 Note [chunk_gla CuTe walk]: per chunk, with ``G`` the in-chunk cumulative log-decay (and ``C`` its
 compensation, Note [log-decay floor]) read from the ``[B, H, 2, T]`` scratch of
@@ -22,6 +23,10 @@ compensation, Note [log-decay floor]) read from the ``[B, H, 2, T]`` scratch of
     vd  = v * exp(G_L - G_j)                 (into shared memory)
     S   = exp(G_L) S + k^T vd                (k's tile read transposed: the same bytes, viewed
                                              as the M-major A operand)
+
+Kept chunk states are S16 as the chunk starts: one warp issues its tile's TMA store before the
+chunk's loads are waited for, and waits for the store to have read S16 before the barrier after
+which S16 is rewritten, so the store runs under the chunk's products.
 
 The loads of chunk ``c + 2`` are in flight while chunk ``c`` is computed (two stages of q, k and
 v tiles, each completing on its own mbarrier); the log-decay of chunk ``c + 1`` is read into
@@ -147,9 +152,17 @@ class _Walk:
     """The walk for one (dtype, K, flags): see the module docstring."""
 
     def __init__(
-        self, dtype, K: int, use_s0: bool, store_ht: bool, use_cu: bool, overlap: bool
+        self,
+        dtype,
+        K: int,
+        use_s0: bool,
+        store_ht: bool,
+        use_cu: bool,
+        overlap: bool,
+        store_h: bool = False,
     ) -> None:
         self.use_cu = use_cu
+        self.store_h = store_h
         self.overlap = overlap
         self.dtype = dtype
         self.K = K
@@ -190,6 +203,7 @@ class _Walk:
         mO: cute.Tensor,  # [B, T, H, V]
         mHt: cute.Tensor,  # [B * NSEG, H, K, V] float32 (unused without store_ht)
         mCu: cute.Tensor,  # [N + 1] int32 offsets of packed sequences (unused without use_cu)
+        mH: cute.Tensor,  # [slots, H, K, V] the chunk states, 16-bit (unused without store_h)
         scale: Float32,
         cps: Int32,
         nseg: Int32,
@@ -206,6 +220,9 @@ class _Walk:
         tma_q, gq = _tma_atom(mQ, (1, 3, 2, 0), _stage(sq), (BT, K))
         tma_k, gk = _tma_atom(mK, (1, 3, 2, 0), _stage(sk), (BT, K))
         tma_v, gv = _tma_atom(mV, (3, 1, 2, 0), _stage(sv), (BV, BT))
+        # (V, K, H, slots) view of the chunk states, stored from the 16-bit state's (BV, K) tile.
+        store = cpasync.CopyBulkTensorTileS2GOp()
+        tma_h, gh = _tma_atom(mH, (3, 2, 1, 0), _stage(sh), (BV, K), store)
         stage_bytes = (
             cute.size_in_bytes(self.dtype, _stage(sq))
             + cute.size_in_bytes(self.dtype, _stage(sk))
@@ -225,8 +242,8 @@ class _Walk:
             h: cute.struct.Align[cute.struct.MemRange[dt, cute.cosize(sh)], 1024]
 
         self.kernel(
-            qk, qs, pv, kv, tma_q, gq, tma_k, gk, tma_v, gv, mGc, mS0, mO, mHt, mCu, scale, cps,
-            nseg, sq, sk, sv, svd, sh, Shared, stage_bytes,
+            qk, qs, pv, kv, tma_q, gq, tma_k, gk, tma_v, gv, tma_h, gh, mGc, mS0, mO, mHt, mCu,
+            scale, cps, nseg, sq, sk, sv, svd, sh, Shared, stage_bytes,
         ).launch(
             grid=(cute.ceil_div(V, BV), H, mCu.shape[0] - 1 if const_expr(self.use_cu) else B * nseg),
             block=(_THREADS, 1, 1),
@@ -247,6 +264,8 @@ class _Walk:
         gk: cute.Tensor,
         tma_v: cute.CopyAtom,
         gv: cute.Tensor,
+        tma_h: cute.CopyAtom,
+        gh: cute.Tensor,
         mGc: cute.Tensor,
         mS0: cute.Tensor,
         mO: cute.Tensor,
@@ -277,6 +296,8 @@ class _Walk:
             c_lo = Int32(0)
             c_hi = (eos - bos + BT - 1) // BT
             i_state = i_z
+            # The sequence's first chunk state slot (config._state_slots: one gap slot each).
+            slot0 = bos // BT + i_z
         else:
             i_b = i_z // nseg
             i_seg = i_z % nseg
@@ -285,6 +306,7 @@ class _Walk:
             c_lo = i_seg * cps
             c_hi = cutlass.min(c_lo + cps, (T + BT - 1) // BT)
             i_state = i_b * nseg + i_seg
+            slot0 = i_b * ((T + BT - 1) // BT)
 
         smem = utils.SmemAllocator()
         st = smem.allocate(Shared)
@@ -309,6 +331,8 @@ class _Walk:
             cpasync.prefetch_descriptor(tma_q)
             cpasync.prefetch_descriptor(tma_k)
             cpasync.prefetch_descriptor(tma_v)
+            if const_expr(self.store_h):
+                cpasync.prefetch_descriptor(tma_h)
 
         # TMA views of this (sequence, head, V block).
         # Chunks start at the sequence's first token (tiles of the TMA's coordinates).
@@ -386,6 +410,21 @@ class _Walk:
             t0 = bos + c * BT
             t1 = bos + cutlass.min(c + 1, c_hi - 1) * BT
             g1, cc1, gl1, cl1 = _load_decay(mGc, i_b, i_h, t1, eos, tid)
+            if const_expr(self.store_h):
+                # The state at the chunk's start, as the 16-bit copy the products read, goes
+                # out by TMA while the chunk runs; it is rewritten only after the store has
+                # read it (the wait before the chunk's last barrier but one).
+                if warp == 0:
+                    tile = cute.local_tile(gh[None, None, i_h, slot0 + c], (BV, K), (None, 0))
+                    ts, tg = cpasync.tma_partition(
+                        tma_h,
+                        0,
+                        cute.make_layout(1),
+                        cute.group_modes(sH, 0, 2),
+                        cute.group_modes(tile, 0, 2),
+                    )
+                    cute.copy(tma_h, ts[None, 0], tg[None, i_v])
+                    cute.arch.cp_async_bulk_commit_group()
             cute.arch.mbarrier_wait(bars + s, phase)
 
             warpgroup.fence()
@@ -456,6 +495,9 @@ class _Walk:
                         if i_v * BV + ocol < V:
                             mO[i_b, t0 + orow, i_h, i_v * BV + ocol] = yO[i]
             warpgroup.wait_group(0)
+            if const_expr(self.store_h):
+                if warp == 0:
+                    cute.arch.cp_async_bulk_wait_group(0, read=True)
             cute.arch.sync_threads()
 
             # The state for the next chunk, its log-decay, and the stage's next loads.
@@ -488,16 +530,17 @@ class _Walk:
 
 
 def _build(key):
-    dtype, K, use_s0, store_ht, use_cu, overlap = key
+    dtype, K, use_s0, store_ht, use_cu, overlap, store_h = key
     x = TensorArg(dtype, (None, None, None, K), compact=False, align=16)
     v = TensorArg(dtype, (None, None, None, None), compact=False, align=16)
     gc = TensorArg(torch.float32, (None, None, 2, None), compact=True)
     s = TensorArg(torch.float32, (None, None, K, None), compact=True)
     o = TensorArg(dtype, (None, None, None, None), compact=True, align=16)
     scalars = (Float32(1.0), Int32(1), Int32(1))
-    fn = _Walk(_cute_dtype(dtype), K, use_s0, store_ht, use_cu, overlap)
+    fn = _Walk(_cute_dtype(dtype), K, use_s0, store_ht, use_cu, overlap, store_h)
     cu = TensorArg(torch.int32, (None,), compact=True)
-    return fn, (x, x, v, gc, s, o, s, cu), scalars, False
+    h = TensorArg(dtype, (None, None, K, None), compact=True, align=16)
+    return fn, (x, x, v, gc, s, o, s, cu, h), scalars, False
 
 
 def _cute_dtype(dtype):
@@ -507,17 +550,22 @@ def _cute_dtype(dtype):
 _WALK = CompileCache("chunk_gla_fwd_walk", _build)
 
 
-def walk(q, k, v, gc, s0, o, ht, cu, scale: float, cps: int, nseg: int) -> None:
+def walk(q, k, v, gc, s0, o, ht, cu, scale: float, cps: int, nseg: int, h=None) -> None:
     """Launch the walk: ``o`` (``[B, T, H, V]``, contiguous) from q, k, v and the chunk
     log-decay ``gc``; from the states ``s0`` (``[B * nseg, H, K, V]`` float32; with packed
     sequences ``[N, H, K, V]``) at each segment's start, or zeros when None; the final states
     into ``ht`` when given (one segment only). ``cu``: int32 offsets of packed sequences
-    (``B == 1``, one segment), or None."""
+    (``B == 1``, one segment), or None. ``h``: when given (``[slots, H, K, V]`` of q's dtype,
+    contiguous, slots as ``config._state_slots`` counts them), the state at each chunk's start
+    is stored there, rounded to q's dtype as the products read it."""
     K = q.shape[-1]
     dummy = o.new_empty((1, 1, K, 1), dtype=torch.float32)
-    key = (q.dtype, K, s0 is not None, ht is not None, cu is not None, OVERLAP)
+    key = (q.dtype, K, s0 is not None, ht is not None, cu is not None, OVERLAP, h is not None)
     fn = _WALK.get(key)
     if cu is None:
         cu = o.new_empty((2,), dtype=torch.int32)
     s0 = dummy if s0 is None else s0
-    fn(q, k, v, gc, s0, o, dummy if ht is None else ht, cu, scale, cps, nseg)
+    if h is None:
+        # Never written: a tile the store's TMA descriptor can describe.
+        h = o.new_empty((1, 1, K, BV))
+    fn(q, k, v, gc, s0, o, dummy if ht is None else ht, cu, h, scale, cps, nseg)

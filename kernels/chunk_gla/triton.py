@@ -359,7 +359,8 @@ def _segment_starts(o, k, v, gc, h0, ht, N, NT, mode, segments):
 
 def _cute_fwd(q, k, v, g, o, h, h0, ht, cu, scale, N, NT, NS, mode, plan):
     """The forward as one CuTeDSL walk (cute.py), with segments as the Triton walk has them:
-    the state at each segment's start first comes from each segment's own walk. Packed
+    the state at each segment's start first comes from each segment's own walk. The chunk
+    states go into ``h`` unless it holds none (``save_states`` false). Packed
     sequences are walked whole, their offsets clamped first as the Triton kernels clamp them
     (so that int64 offsets beyond int32 keep their meaning)."""
     from . import cute
@@ -371,7 +372,8 @@ def _cute_fwd(q, k, v, g, o, h, h0, ht, cu, scale, N, NT, NS, mode, plan):
     _launch_g(o, g, gc, cu, flag, N, NT, NS, config._BT)
     s0 = h0 if nseg == 1 else _segment_starts(o, k, v, gc, h0, ht, N, NT, mode, plan)
     cu32 = None if cu is None else cu.clamp(0, T).to(torch.int32)
-    cute.walk(q, k, v, gc, s0, o, ht if nseg == 1 else None, cu32, float(scale), cps, nseg)
+    hs = h if h.shape[0] else None
+    cute.walk(q, k, v, gc, s0, o, ht if nseg == 1 else None, cu32, float(scale), cps, nseg, hs)
     return o, h, ht
 
 
