@@ -104,6 +104,19 @@ def _tma_atom(t, modes, smem_one, tile, op=None):
 
 
 @cute.jit
+def _tma_tiles(tma, smem, g, tile, i_h, i_x):
+    """A TMA copy's partitions of the shared tiles ``smem`` (rows, columns, stage), by stage, and
+    of ``g[:, :, i_h, i_x]`` in tiles of ``tile`` along its rows, by tile."""
+    return cpasync.tma_partition(
+        tma,
+        0,
+        cute.make_layout(1),
+        cute.group_modes(smem, 0, 2),
+        cute.group_modes(cute.local_tile(g[None, None, i_h, i_x], tile, (None, 0)), 0, 2),
+    )
+
+
+@cute.jit
 def _issue(loads, bars, c, s, stage_bytes: cutlass.Constexpr):
     """One warp: the TMA loads of chunk c's q, k and v tiles into stage s (a TMA copy elects
     its issuing lane itself, so every lane of the warp must reach it)."""
@@ -159,7 +172,7 @@ class _Walk:
         store_ht: bool,
         use_cu: bool,
         overlap: bool,
-        store_h: bool = False,
+        store_h: bool,
     ) -> None:
         self.use_cu = use_cu
         self.store_h = store_h
@@ -415,14 +428,7 @@ class _Walk:
                 # out by TMA while the chunk runs; it is rewritten only after the store has
                 # read it (the wait before the chunk's last barrier but one).
                 if warp == 0:
-                    tile = cute.local_tile(gh[None, None, i_h, slot0 + c], (BV, K), (None, 0))
-                    ts, tg = cpasync.tma_partition(
-                        tma_h,
-                        0,
-                        cute.make_layout(1),
-                        cute.group_modes(sH, 0, 2),
-                        cute.group_modes(tile, 0, 2),
-                    )
+                    ts, tg = _tma_tiles(tma_h, sH, gh, (BV, K), i_h, slot0 + c)
                     cute.copy(tma_h, ts[None, 0], tg[None, i_v])
                     cute.arch.cp_async_bulk_commit_group()
             cute.arch.mbarrier_wait(bars + s, phase)

@@ -60,7 +60,15 @@ from cutlass.cute.nvgpu import cpasync, warpgroup
 from cutlass.tensor_utils.layout import LayoutEnum
 
 from .._cute import CompileCache, TensorArg
-from .cute import _cute_dtype, _gemm, _load_decay, _publish_decay, _stage, _tma_atom
+from .cute import (
+    _cute_dtype,
+    _gemm,
+    _load_decay,
+    _publish_decay,
+    _stage,
+    _tma_atom,
+    _tma_tiles,
+)
 
 BT = 64  # tokens per chunk
 _WG_COLS = 64  # result columns per warpgroup
@@ -135,19 +143,6 @@ def _p_sums(p, coord, rowp, colp, wg, wq, lane):
 def _item(it, H, NT):
     """Item ``it``'s (chunk, head, batch row): items go chunk fastest, then head."""
     return it % NT, (it // NT) % H, it // (NT * H)
-
-
-@cute.jit
-def _tma_tiles(tma, smem, g, tile, i_h, i_x):
-    """A TMA copy's partitions of the shared tiles ``smem`` (rows, columns, stage), by stage, and
-    of ``g[:, :, i_h, i_x]`` in tiles of ``tile`` along its rows, by tile."""
-    return cpasync.tma_partition(
-        tma,
-        0,
-        cute.make_layout(1),
-        cute.group_modes(smem, 0, 2),
-        cute.group_modes(cute.local_tile(g[None, None, i_h, i_x], tile, (None, 0)), 0, 2),
-    )
 
 
 @cute.jit
