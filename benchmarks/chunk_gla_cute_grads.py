@@ -15,6 +15,11 @@ versions, ``--replays`` replays each), bf16, g = logsigmoid(randn):
   recomputed in the backward (the default ``save_states=False``) or saved by the forward, the
   Triton kernels alone (``ATTNOPS_CHUNK_GLA_CUTE=0``) against the CuTeDSL walk and pass.
 
+``--walk-sweep`` instead times, at K = V = 64, T = 2048 and H = 32 for B of 2 to 16, the
+CuTeDSL backward whose gradients' pass walks dh itself (one CTA per sequence and head) against
+the one that reads dh from the Triton reverse walk (a CTA per multiprocessor), forced either way
+whatever ``config._cute_bwd_walks`` would choose: where its threshold should lie.
+
 Before timing, each shape's gradients of the two backwards are compared (``BAD`` where one
 differs from the other by more than 2e-2 of its largest value, or is not finite); exit 1 on any.
 """
@@ -72,10 +77,44 @@ def pair(fn, replays, grad=False):
     return min(times[False]), min(times[True])
 
 
+def walk_sweep(replays):
+    switch(True)
+    CF._CUTE_BWD_WALK_FILL = 0
+    rows = []
+    for B in (2, 4, 6, 7, 8, 9, 16):
+        T, H, K = 2048, 32, 64
+        q, k, v, g, do = inputs(B, T, H, K)
+        h = C.chunk_gla_fwd(q, k, v, g, None, None, None, False, save_states=True)[1]
+        for save in (True, False):
+            run = functools.partial(backward, q, k, v, g, do, h if save else None, save)
+            times = {False: [], True: []}
+            for _ in range(2):
+                for walk in (False, True):
+                    CF._CUTE_BWD_WALK = walk
+                    times[walk].append(graph_us(run, calls=5, replays=replays))
+            apart, walked = min(times[False]), min(times[True])
+            kind = "bwd, states " + ("saved" if save else "recomputed")
+            rows.append(
+                [f"B{B} T{T} H{H} K=V={K}", B * H, kind, f"{apart:.1f}", f"{walked:.1f}",
+                 f"{apart / walked:.2f}"]
+            )  # fmt: skip
+        del h
+        torch.cuda.empty_cache()
+    name = torch.cuda.get_device_name()
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    print(f"chunk_gla backward, CuTeDSL pass walking dh or not, {name} ({sms} SMs), bf16, us")
+    header = ["shape", "B x H", "what", "dh walked apart", "walked in the pass", "ratio"]
+    print(markdown(header, rows))
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--replays", type=int, default=7)
+    ap.add_argument("--walk-sweep", action="store_true", help="see the module docstring")
     args = ap.parse_args()
+    if args.walk_sweep:
+        walk_sweep(args.replays)
+        return
     import attnops
 
     rows, bad = [], 0

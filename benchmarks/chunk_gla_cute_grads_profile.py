@@ -8,7 +8,8 @@
     ncu -i grads.ncu-rep --page source --print-source sass --csv > grads.csv  # per instruction
 
 bf16 inputs, ``g = logsigmoid(randn)``, the forward's chunk states given (so that the only
-CuTeDSL launch is the pass).
+CuTeDSL launch is the pass). ``--walk`` makes the pass walk the state's gradient itself (one CTA
+per sequence and head, K = 64) whatever the number of sequences and heads.
 """
 
 from __future__ import annotations
@@ -25,7 +26,11 @@ import attnops_kernels.chunk_gla.triton as C
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--shape", type=int, nargs=4, default=(4, 4096, 16, 128))
-    B, T, H, K = ap.parse_args().shape
+    ap.add_argument("--walk", action="store_true", help="see the module docstring")
+    args = ap.parse_args()
+    B, T, H, K = args.shape
+    if args.walk:
+        CF._CUTE_BWD_WALK_FILL = 0
     q, k, v, do = (torch.randn(B, T, H, K, device="cuda", dtype=torch.bfloat16) for _ in range(4))
     g = F.logsigmoid(torch.randn(B, T, H, device="cuda"))
     CF._CUTE_WALK = False  # the Triton forward keeps the chunk states

@@ -160,24 +160,93 @@ def test_cute_gradients_match_the_triton_passes(
 
 
 @pytest.mark.skipif(_SKIP is not None, reason=_SKIP or "")
-def test_the_public_operator_takes_cute_gradients_as_reference_autograd_does(monkeypatch):
-    # The operator under autograd, its gradients from the CuTeDSL pass, against
-    # autograd of the float32 token-by-token reference.
+@pytest.mark.parametrize("walk", [False, True], ids=["dh-walked-apart", "dh-walked-in-the-pass"])
+def test_the_public_operator_takes_cute_gradients_as_reference_autograd_does(monkeypatch, walk):
+    # The operator under autograd, its gradients from the CuTeDSL pass (reading dh, or walking
+    # it itself), against autograd of the float32 token-by-token reference.
     import attnops
     from attnops_kernels.chunk_gla import cute_bwd
 
     calls = []
     grads = cute_bwd.grads
-    monkeypatch.setattr(cute_bwd, "grads", lambda *a: calls.append(1) or grads(*a))
+    monkeypatch.setattr(cute_bwd, "grads", lambda *a: calls.append(a[6] is None) or grads(*a))
     monkeypatch.setattr(CF, "_CUTE_BWD", True)
+    monkeypatch.setattr(CF, "_CUTE_BWD_WALK_FILL", 0 if walk else 2)
     gen = torch.Generator().manual_seed(3)
     q, k, v, g, h0, do, dht = _inputs(1, 150, 2, 64, torch.bfloat16, gen)
     xs = [x.detach().requires_grad_() for x in (q, k, v, g, h0)]
     out = attnops.chunk_gla(*xs[:4], initial_state=xs[4], output_final_state=True)
     ours = torch.autograd.grad((out.output, out.final_state), xs, (do, dht))
-    assert calls, "the CuTeDSL gradients' pass should have run"
+    assert calls == [walk], "the CuTeDSL gradients' pass should have run"
     ref = [x.detach().double().requires_grad_() for x in (q, k, v, g, h0)]
     o, ht = chunk_gla_ref(*ref[:4], initial_state=ref[4], output_final_state=True)
     theirs = torch.autograd.grad((o, ht), ref, (do.double(), dht.double()))
     for name, a, b in zip(("q", "k", "v", "g", "initial_state"), ours, theirs, strict=True):
         assert rel_err(a, b) < 2e-2, (name, rel_err(a, b))
+
+
+def test_the_pass_walks_dh_itself_at_k64_where_its_ctas_fill_whole_waves(monkeypatch):
+    # config._cute_bwd_walks, on any machine: K = V = 64, and the (sequence, head) pairs fill
+    # at least 90% of whole waves of two CTAs per multiprocessor; the switch turns it off.
+    monkeypatch.setattr(CF, "_sm_count", lambda device: 132)
+    monkeypatch.setattr(CF, "_CUTE_BWD_WALK_PER_SM", 2)
+    monkeypatch.setattr(CF, "_CUTE_BWD_WALK_FILL", 0.9)
+    cuda = torch.device("cuda", 0)
+    walks = [bh for bh in range(1, 1100) if CF._cute_bwd_walks(cuda, 1, bh, 64)]
+    # 90% of n waves of 264 CTAs up to n waves: 237.6 to 264, 475.2 to 528, ...
+    expected = [*range(238, 265), *range(476, 529), *range(713, 793), *range(951, 1057)]
+    assert walks == expected
+    assert CF._cute_bwd_walks(cuda, 8, 32, 64) and not CF._cute_bwd_walks(cuda, 4, 16, 64)
+    assert not CF._cute_bwd_walks(cuda, 8, 32, 128)  # one warpgroup: K = V = 64 only
+    assert not CF._cute_bwd_walks(cuda, 0, 32, 64)
+    monkeypatch.setattr(CF, "_CUTE_BWD_WALK", False)
+    assert not CF._cute_bwd_walks(cuda, 8, 32, 64)
+
+
+@pytest.mark.skipif(_SKIP is not None, reason=_SKIP or "")
+@pytest.mark.parametrize(
+    ("B", "T", "H", "dtype", "strided", "decay", "states"),
+    first_by_default(
+        [
+            # Many chunks per CTA through both token stages, a partial last chunk.
+            (2, 4000, 3, torch.bfloat16, False, "logsigmoid", True),
+            (2, 300, 2, torch.float16, True, "logsigmoid", False),
+            (1, 129, 2, torch.float16, True, "resets", True),
+            (3, 5, 2, torch.bfloat16, False, "deep", True),
+            (1, 1, 1, torch.bfloat16, False, "logsigmoid", True),
+            # No decay over 256 chunks: dh0 sums every chunk's term, so a carry rounded to
+            # 16 bits at each chunk would drift from the float32 walk's.
+            (1, 16384, 2, torch.bfloat16, False, "none", True),
+            (1, 16384, 2, torch.float16, False, "none", False),
+        ]
+    ),
+)
+def test_the_pass_walking_dh_matches_the_triton_passes(
+    monkeypatch, B, T, H, dtype, strided, decay, states
+):
+    from attnops_kernels.chunk_gla import cute_bwd
+
+    walked = []
+    grads = cute_bwd.grads
+
+    def poisoned(*a, **kw):
+        # Every output new from the allocator: NaN first (dh0 too, which the walk writes).
+        walked.append(a[6] is None)
+        for out in (*a[7:11], a[13]):
+            out.fill_(torch.nan)
+        grads(*a, **kw)
+
+    monkeypatch.setattr(cute_bwd, "grads", poisoned)
+    monkeypatch.setattr(CF, "_CUTE_BWD_WALK_FILL", 0)  # walk whatever B * H
+    gen = torch.Generator().manual_seed(T + B)
+    args = _inputs(B, T, H, 64, dtype, gen, strided, decay, states)
+    for save in (False, True):
+        ours = _backward(monkeypatch, True, args, save)
+        again = _backward(monkeypatch, True, args, save)
+        assert walked == [True, True], "the pass should have walked dh"
+        walked.clear()
+        theirs = _backward(monkeypatch, False, args, save)
+        for name, a, b, c in zip(("dq", "dk", "dv", "dg", "dh0"), ours, again, theirs, strict=True):
+            assert torch.isfinite(a).all(), name
+            assert torch.equal(a, b), f"{name} differs between two runs"
+            assert rel_err(a, c) < 1e-2, (name, save, rel_err(a, c))

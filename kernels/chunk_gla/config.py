@@ -199,6 +199,16 @@ _CUTE_WALK = _env_switch("ATTNOPS_CHUNK_GLA_CUTE", True)
 # the Triton passes at both (docs/performance.md, "chunk_gla: the CuTeDSL gradients' pass").
 _CUTE_BWD = _CUTE_WALK
 _CUTE_BWD_KS = (64, 128)
+# At K = V = 64 the gradients' pass can walk the state's gradient itself, one CTA per (sequence,
+# head) taking its chunks last first with dh on chip (Note [chunk_gla CuTe gradients' walk]): the
+# reverse state walk's launch and the round trip of dh through memory go, but each CTA's chunks
+# run one after another, so it gains only where its CTAs fill whole waves of
+# _CUTE_BWD_WALK_PER_SM on every multiprocessor (to _CUTE_BWD_WALK_FILL of them) and loses
+# badly elsewhere (docs/performance.md, "chunk_gla: the CuTeDSL gradients' pass"). Tests and
+# benchmarks set these to choose.
+_CUTE_BWD_WALK = True
+_CUTE_BWD_WALK_PER_SM = 2
+_CUTE_BWD_WALK_FILL = 0.9
 _CUTE_SEG_BELOW = 128
 _CUTE_SEG_PROGRAMS = 256
 _CUTE_SEG_MIN_CHUNKS = 8
@@ -242,6 +252,16 @@ def _cute_bwd_plan(q, k, v, do, use_cu):
     if max(q.numel(), slots, B * H * 2 * T) >= 2**31:
         return False
     return all(_tma_ready(t) for t in (q, k, v, do)) and _cute_available(q.device.index)
+
+
+def _cute_bwd_walks(device, B, H, K):
+    """Whether the CuTeDSL gradients' pass, where ``_cute_bwd_plan`` accepts the inputs, also
+    walks the state's gradient (one CTA per sequence and head): K = V = 64, and the CTAs fill
+    their waves (see _CUTE_BWD_WALK)."""
+    if not _CUTE_BWD_WALK or K != 64 or B * H == 0:
+        return False
+    slots = _CUTE_BWD_WALK_PER_SM * _sm_count(device)
+    return B * H >= _CUTE_BWD_WALK_FILL * cdiv(B * H, slots) * slots
 
 
 def _cute_plan(q, k, v, use_cu, save_states, sequences=None):

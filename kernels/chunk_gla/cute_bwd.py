@@ -22,6 +22,25 @@ computing, then storing each item with nothing beside it (one CTA per item) took
 times as long, and storing the results from registers (four bytes per thread and instruction) stalled
 on the memory pipeline's queue (docs/performance.md, "chunk_gla: the CuTeDSL gradients' pass").
 
+Note [chunk_gla CuTe gradients' walk]: at K = V = 64 (one warpgroup), where enough sequences
+and heads fill whole waves (``config._cute_bwd_walks``), the pass also does the reverse state
+walk's work: one CTA per (sequence, head) takes its chunks last first, so the gradient of the
+state at the chunk's end, ``dh``, is on chip when the chunk is reached and need not be written
+and read again. It is carried in shared memory as its rounding to 16 bits (the tile the products
+read, as they would read the walk's stored ``dh``) and the rest, scaled by 2**8 (bfloat16) or
+2**11 (float16) so that it keeps the rounding's range: about 16 significant bits beyond the
+first, where rounding the carry to 16 bits at every chunk would drift over long sequences. Per
+chunk, after the barrier that ends the products through ``dh``:
+
+    dh <- exp(G_L) dh + (q * scale * exp(G))^T do
+
+the A operand q's tile read transposed (``ldmatrix``) into registers and scaled per token before
+that barrier (dk is later written over q's tile), the product third of the four after it, and
+the new ``dh`` stored in place once done; after the sequence's first chunk it is ``dh0``. Only the
+state's tile ``h`` is loaded per chunk. Each CTA's chunks run one after another, so the walk
+gains only where two CTAs run on every multiprocessor: about 5% at B8 T2048 H32, and far less
+than the separate walk and pass with fewer sequences and heads (docs/performance.md).
+
 Note [chunk_gla CuTe gradients]: per chunk, with ``G`` the in-chunk cumulative log-decay (``C``
 its compensation, Note [log-decay floor]), ``G_L`` its value at the chunk's last token and
 ``D[i, j] = scale * exp(G_i - G_j)`` for tokens ``j <= i`` of the sequence (0 elsewhere):
@@ -55,12 +74,13 @@ import cutlass.cute as cute
 import cutlass.utils as utils
 import cutlass.utils.hopper_helpers as sm90_utils
 import torch
-from cutlass import Float32, Int32
+from cutlass import Float32, Int32, const_expr
 from cutlass.cute.nvgpu import cpasync, warpgroup
 from cutlass.tensor_utils.layout import LayoutEnum
 
 from .._cute import CompileCache, TensorArg
 from .cute import (
+    _acc_as_operand_a,
     _cute_dtype,
     _gemm,
     _load_decay,
@@ -76,6 +96,10 @@ _WG_COLS = 64  # result columns per warpgroup
 # item's states (about 221 KB at K = 128, 106 KB at 64).
 _CTAS_PER_SM = {64: 2, 128: 1}
 _LOG2E = math.log2(math.e)
+# The walk's carried dh beyond its 16-bit rounding is at most half a unit in the last place of
+# that rounding (2**-8 of it in bfloat16, 2**-11 in float16): scaled by as much, it keeps the
+# rounding's range (Note [chunk_gla CuTe gradients' walk]).
+_LO_SHIFT = {cutlass.BFloat16: 8, cutlass.Float16: 11}
 
 
 @cute.jit
@@ -165,11 +189,16 @@ class _Sums(NamedTuple):
 class _Grads:
     """The gradients for one (dtype, K = V): see the module docstring."""
 
-    def __init__(self, dtype, K: int) -> None:
+    def __init__(self, dtype, K: int, walk: bool = False, use_dht: bool = False) -> None:
         self.dtype = dtype
         self.K = K
         self.wgs = K // _WG_COLS
         self.threads = 128 * self.wgs
+        # One CTA per (sequence, head) walking its chunks backwards with the state's gradient
+        # on chip (Note [chunk_gla CuTe gradients' walk]): one warpgroup, K = V = 64.
+        self.walk = walk
+        self.use_dht = use_dht
+        assert not walk or K == _WG_COLS
 
     def _layouts(self):
         K, dt = self.K, self.dtype
@@ -189,12 +218,17 @@ class _Grads:
             return sm90_utils.make_trivial_tiled_mma(dt, dt, a, b, f32, (1, wgs, 1), (BT, n))
 
         # A and dA (columns split between the warpgroups); the first terms; the second terms
-        # and k dh; and the products with a transposed A' or dA'.
+        # and k dh; the products with a transposed A' or dA'; and the walk's step of dh, its A
+        # operand (q scaled, transposed) from registers.
+        step = sm90_utils.make_trivial_tiled_mma(
+            dt, dt, Km, MN, f32, (1, wgs, 1), (BT, _WG_COLS), warpgroup.OperandSource.RMEM
+        )
         return (
             mma(Km, Km, BT // wgs),
             mma(Km, Km, _WG_COLS),
             mma(Km, MN, _WG_COLS),
             mma(MN, MN, _WG_COLS),
+            step,
         )
 
     @cute.jit
@@ -211,13 +245,15 @@ class _Grads:
         mDK: cute.Tensor,  # [B, T, H, K]
         mDV: cute.Tensor,  # [B, T, H, V]
         mDG: cute.Tensor,  # [B, T, H] float32
+        mDHT: cute.Tensor,  # [B, H, K, V] float32: dht (walk with use_dht only)
+        mDH0: cute.Tensor,  # [B, H, K, V] float32: dh0 (walk only)
         scale: Float32,
         ctas: Int32,
         stream: cuda.CUstream,
     ):
         K = self.K
         tok, st, att = self._layouts()
-        m_s, m_i, m_j, m_m = self._mmas()
+        m_s, m_i, m_j, m_m, m_d = self._mmas()
         one_tok, one_st = _stage(tok), _stage(st)
         # (T, K, H, B) views of the [B, T, H, K] tensors, tiles of (BT, K); (K, V, H, slots) views
         # of the [slots, H, K, V] states, one tile of (K, V) each.
@@ -232,8 +268,12 @@ class _Grads:
         tma_dk, gdk = _tma_atom(mDK, (1, 3, 2, 0), one_tok, (BT, K), store)
         tma_dv, gdv = _tma_atom(mDV, (1, 3, 2, 0), one_tok, (BT, K), store)
         tok_bytes = 4 * cute.size_in_bytes(self.dtype, one_tok)
-        st_bytes = 2 * cute.size_in_bytes(self.dtype, one_st)
+        # The walk loads h only: dh is on chip.
+        st_bytes = (1 if self.walk else 2) * cute.size_in_bytes(self.dtype, one_st)
         dt = self.dtype
+        # The walk's carried dh beyond its 16-bit rounding (Note [chunk_gla CuTe gradients'
+        # walk]); a few unused bytes otherwise.
+        lo_size = cute.cosize(st) if self.walk else 8
 
         @cute.struct
         class Shared:
@@ -254,11 +294,12 @@ class _Grads:
             dh: cute.struct.Align[cute.struct.MemRange[dt, cute.cosize(st)], 1024]
             a: cute.struct.Align[cute.struct.MemRange[dt, cute.cosize(att)], 1024]
             da: cute.struct.Align[cute.struct.MemRange[dt, cute.cosize(att)], 1024]
+            dl: cute.struct.Align[cute.struct.MemRange[dt, lo_size], 1024]
 
         self.kernel(
-            m_s, m_i, m_j, m_m, tma_q, gq, tma_k, gk, tma_v, gv, tma_do, gdo, tma_h, gh, tma_dh,
-            gdh, tma_dq, gdq, tma_dk, gdk, tma_dv, gdv, mGc, mDG, scale, tok, st, att, Shared,
-            tok_bytes, st_bytes,
+            m_s, m_i, m_j, m_m, m_d, tma_q, gq, tma_k, gk, tma_v, gv, tma_do, gdo, tma_h, gh,
+            tma_dh, gdh, tma_dq, gdq, tma_dk, gdk, tma_dv, gdv, mGc, mDG, mDHT, mDH0, scale, tok,
+            st, att, Shared, tok_bytes, st_bytes,
         ).launch(
             grid=(ctas, 1, 1),
             block=(self.threads, 1, 1),
@@ -273,6 +314,7 @@ class _Grads:
         m_i: cute.TiledMma,
         m_j: cute.TiledMma,
         m_m: cute.TiledMma,
+        m_d: cute.TiledMma,
         tma_q: cute.CopyAtom,
         gq: cute.Tensor,
         tma_k: cute.CopyAtom,
@@ -293,6 +335,8 @@ class _Grads:
         gdv: cute.Tensor,
         mGc: cute.Tensor,
         mDG: cute.Tensor,
+        mDHT: cute.Tensor,
+        mDH0: cute.Tensor,
         scale: Float32,
         tok_l: cute.ComposedLayout,
         st_l: cute.ComposedLayout,
@@ -308,6 +352,16 @@ class _Grads:
         B, T, H = mDG.shape[0], mDG.shape[1], mDG.shape[2]
         NT = (T + BT - 1) // BT
         items = B * H * NT
+        # This CTA's items: it0, it0 + di, ... (count of them).
+        if const_expr(self.walk):
+            # The chunks of (sequence, head) ``first``, the last one first.
+            it0 = first * NT + NT - 1
+            di = Int32(-1)
+            count = NT
+        else:
+            it0 = first
+            di = step
+            count = (items - first + step - 1) // step
         lane = tid % 32
         warp = cute.arch.make_warp_uniform(cute.arch.warp_idx())
         wg = tid // 128
@@ -348,8 +402,8 @@ class _Grads:
         if warp == 0:
             # The first item's tiles; each item then loads the next one's tokens first thing,
             # and the next one's states as soon as its own are used.
-            self._issue_tok(loads, tiles, bars, first, 0, H, NT, tok_bytes)
-            self._issue_states(loads, tiles, bars, first, H, NT, st_bytes)
+            self._issue_tok(loads, tiles, bars, it0, 0, H, NT, tok_bytes)
+            self._issue_states(loads, tiles, bars, it0, H, NT, st_bytes)
 
         t_s = m_s.get_slice(tid)
         t_i = m_i.get_slice(tid)
@@ -386,15 +440,48 @@ class _Grads:
         zH = cute.zipped_divide(sH, (1, 8, 1))  # ((1, 8, 1), (K, V / 8, 1))
         zDH = cute.zipped_divide(sDH, (1, 8, 1))
 
+        if const_expr(self.walk):
+            # dh, carried from chunk to chunk as its 16-bit rounding (sDH, which the products
+            # read) and the rest scaled (sDL); float32 in registers while it is stepped.
+            t_d = m_d.get_slice(tid)
+            bDOd = t_d.make_fragment_B(t_d.partition_B(tr(sDO)))
+            acc_dh = t_d.make_fragment_C(t_d.partition_shape_C((K, K)))
+            cDH = t_d.partition_C(cute.make_identity_tensor((K, K)))
+            xq = t_d.make_fragment_C(t_d.partition_shape_C((K, BT)))
+            cQt = t_d.partition_C(cute.make_identity_tensor((K, BT)))  # (column of q, token)
+            # q^T in an accumulator's layout (each thread two adjacent tokens of a column of
+            # q), read by transposing ldmatrix from q's tile.
+            ldsm = cute.make_copy_atom(
+                cute.nvgpu.warp.LdMatrix8x8x16bOp(transpose=True, num_matrices=4), self.dtype
+            )
+            thr_ldsm = cute.make_tiled_copy_C(ldsm, m_d).get_slice(tid)
+            tQt = thr_ldsm.partition_S(tr(sQ))  # (copy, M, N, stage)
+            yq = cute.make_rmem_tensor(t_d.partition_shape_C((K, BT)), self.dtype)
+            tYq = thr_ldsm.retile(yq)
+            tDHs = t_d.partition_C(sDH[None, None, 0])
+            # The rest: each thread's own 64 bytes, in 16-byte pieces interleaved across the
+            # threads (no bank conflicts, no swizzle to compute).
+            lo_ptr = sh.dl.data_ptr() + cute.assume(tid * 8, divby=8)
+            tDLs = cute.make_tensor(lo_ptr, cute.make_layout((8, 4), stride=(1, 8 * self.threads)))
+            for i in cutlass.range_constexpr(cute.size(acc_dh)):
+                acc_dh[i] = Float32(0.0)
+                if const_expr(self.use_dht):
+                    r, c = cDH[i]
+                    acc_dh[i] = mDHT[first // H, first % H, r, c]
+            self._carry_store(acc_dh, tDHs, tDLs)
+            cute.arch.fence_proxy("async.shared", space="cta")
+
         # The first item's log-decay; then each item publishes the next one's (loaded while the
         # previous item ran) and loads the one after.
-        g0, cc0, gl0, span0 = self._decay(mGc, first, H, NT, T, tid)
+        g0, cc0, gl0, span0 = self._decay(mGc, it0, H, NT, T, tid)
         _publish_decay(decs[None, None, 0], tid, g0, cc0, gl0, span0, scale)
-        g0, cc0, gl0, span0 = self._decay(mGc, cutlass.min(first + step, items - 1), H, NT, T, tid)
+        nxt = it0 + di * cutlass.min(1, count - 1)
+        g0, cc0, gl0, span0 = self._decay(mGc, nxt, H, NT, T, tid)
         cute.arch.sync_threads()
 
-        n = Int32(0)
-        for it in cutlass.range(first, items, step, unroll=1):
+        for n in cutlass.range(count, unroll=1):
+            it = it0 + n * di
+            more = n + 1 < count
             i_c, i_h, i_b = _item(it, H, NT)
             t0 = i_c * BT
             n_ok = cutlass.min(BT, T - t0)
@@ -407,11 +494,11 @@ class _Grads:
                 colp[None, None, s],
                 red[None, s],
             )
-            if warp == 0 and it + step < items:
+            if warp == 0 and more:
                 # The other stage's last item has stored its results from it (and every product
                 # of that item is done): the next item's tokens go there.
                 cute.arch.cp_async_bulk_wait_group(0, read=True)
-                self._issue_tok(loads, tiles, bars, it + step, 1 - s, H, NT, tok_bytes)
+                self._issue_tok(loads, tiles, bars, it + di, 1 - s, H, NT, tok_bytes)
 
             cute.arch.mbarrier_wait(bars + s, (n // 2) % 2)
             warpgroup.fence()
@@ -457,14 +544,23 @@ class _Grads:
             cute.autovec_copy(yDA, t_s.partition_C(sDA[None, None, 0]))
             cute.arch.fence_proxy("async.shared", space="cta")
             _p_sums(acc_a, cA, sums.rowp, sums.colp, wg, warp % 4, lane)
+            if const_expr(self.walk):
+                # The A operand of dh's step (below): q's tile read transposed into registers,
+                # each token's row scaled by scale * exp(G) and rounded to 16 bits (as the
+                # Triton walk rounds it), before the barrier after which dk is written over q.
+                cute.copy(thr_ldsm, tQt[None, None, None, s], tYq)
+                for i in cutlass.range_constexpr(cute.size(xq)):
+                    _, t = cQt[i]
+                    xq[i] = yq[i].to(Float32) * dec[t, 3]
+                aQd = _acc_as_operand_a(xq, m_d, self.dtype)
             # Once the first terms are done with h and dh, the next item's states load.
             warpgroup.wait_group(0)
             cute.arch.sync_threads()
-            if warp == 0 and it + step < items:
-                self._issue_states(loads, tiles, bars, it + step, H, NT, st_bytes)
+            if warp == 0 and more:
+                self._issue_states(loads, tiles, bars, it + di, H, NT, st_bytes)
             _publish_decay(decs[None, None, 1 - s], tid, g0, cc0, gl0, span0, scale)
             g0, cc0, gl0, span0 = self._decay(
-                mGc, cutlass.min(it + 2 * step, items - 1), H, NT, T, tid
+                mGc, it0 + di * cutlass.min(n + 2, count - 1), H, NT, T, tid
             )
 
             # dq: its first term scaled, q's row dots, then dA' k onto it.
@@ -479,6 +575,15 @@ class _Grads:
             warpgroup.fence()
             _gemm(m_m, acc_k, aDAt, bQt[None, None, None, s], True)
             warpgroup.commit_group()
+            if const_expr(self.walk):
+                # dh at the chunk's start: exp(G_L) dh + (q * scale * exp(G))^T do. Every
+                # product through dh is done (the barrier above), and every thread reads and
+                # writes only its own elements of sDH and sDL from here to the next barrier.
+                egl = cute.math.exp2(dec[0, 4] * _LOG2E, fastmath=True)
+                self._carry_load(acc_dh, tDHs, tDLs, egl)
+                warpgroup.fence()
+                _gemm(m_d, acc_dh, aQd, bDOd[None, None, None, s], True)
+                warpgroup.commit_group()
             # dv: k dh scaled by exp(G_L - G_j), then A'^T do.
             _scale_rows(acc_v, cR, dec, 2)
             warpgroup.fence()
@@ -488,12 +593,22 @@ class _Grads:
             # The results, rounded, into this stage's tiles that no product reads any more
             # (each warpgroup's columns are read by its own products only): dq over v, dk over
             # q, dv over do; then stored by TMA, which clips the rows past the sequence's end.
-            warpgroup.wait_group(2)
+            # With the walk, dh's step is the third of four: dv's result goes over do, which
+            # that step reads, only once both are done.
+            warpgroup.wait_group(3 if const_expr(self.walk) else 2)
             yR.store(acc_q.load().to(self.dtype))
             cute.autovec_copy(yR, t_i.partition_C(sV[None, None, s]))
-            warpgroup.wait_group(1)
+            warpgroup.wait_group(2 if const_expr(self.walk) else 1)
             yR.store(acc_k.load().to(self.dtype))
             cute.autovec_copy(yR, t_i.partition_C(sQ[None, None, s]))
+            if const_expr(self.walk):
+                # The next chunk's dh in this one's place, or after the sequence's first
+                # chunk, dh0 out.
+                warpgroup.wait_group(1)
+                if more:
+                    self._carry_store(acc_dh, tDHs, tDLs)
+                else:
+                    self._store_dh0(acc_dh, cDH, mDH0, i_b, i_h)
             warpgroup.wait_group(0)
             yR.store(acc_v.load().to(self.dtype))
             cute.autovec_copy(yR, t_j.partition_C(sDO[None, None, s]))
@@ -507,9 +622,38 @@ class _Grads:
                 cute.arch.cp_async_bulk_commit_group()
             if tid < BT:
                 self._dg(sums, tot, dec, mDG, tid, lane, i_b, t0, i_h, n_ok)
-            n += 1
         if warp == 0:
             cute.arch.cp_async_bulk_wait_group(0, read=True)
+
+    @cute.jit
+    def _carry_store(self, acc, hi_s, lo_s):
+        """The walk's dh (a float32 accumulator) into shared memory as its rounding to 16 bits
+        ``hi_s`` (what the products read) and the rest, scaled by ``2**_LO_SHIFT``, ``lo_s`` (the
+        accumulator's elements in order)."""
+        hi = cute.make_rmem_tensor_like(acc, self.dtype)
+        lo = cute.make_rmem_tensor_like(acc, self.dtype)
+        x = acc.load()
+        y = x.to(self.dtype)
+        hi.store(y)
+        lo.store(((x - y.to(Float32)) * Float32(2.0 ** _LO_SHIFT[self.dtype])).to(self.dtype))
+        cute.autovec_copy(hi, hi_s)
+        cute.autovec_copy(cute.make_tensor(lo.iterator, lo_s.layout.shape), lo_s)
+
+    @cute.jit
+    def _store_dh0(self, acc, coord, mDH0, i_b, i_h):
+        for i in cutlass.range_constexpr(cute.size(acc)):
+            r, c = coord[i]
+            mDH0[i_b, i_h, r, c] = acc[i]
+
+    @cute.jit
+    def _carry_load(self, acc, hi_s, lo_s, factor):
+        """``acc = factor * dh``, dh from what ``_carry_store`` left in shared memory."""
+        hi = cute.make_rmem_tensor_like(acc, self.dtype)
+        lo = cute.make_rmem_tensor_like(acc, self.dtype)
+        cute.autovec_copy(hi_s, hi)
+        cute.autovec_copy(lo_s, cute.make_tensor(lo.iterator, lo_s.layout.shape))
+        lo_factor = factor * Float32(2.0 ** -_LO_SHIFT[self.dtype])
+        acc.store(hi.load().to(Float32) * factor + lo.load().to(Float32) * lo_factor)
 
     @cute.jit
     def _decay(self, mGc, it, H, NT, T, tid):
@@ -541,7 +685,9 @@ class _Grads:
         i_s = i_b * NT + i_c
         with cute.arch.elect_one():
             cute.arch.mbarrier_arrive_and_expect_tx(bars + 2, st_bytes)
-        for tma, sx, g in ((tma_h, sH, gh), (tma_dh, sDH, gdh)):
+        # The walk carries dh on chip: h only.
+        pairs = ((tma_h, sH, gh),) if self.walk else ((tma_h, sH, gh), (tma_dh, sDH, gdh))
+        for tma, sx, g in pairs:
             ts, tg = _tma_tiles(tma, sx, g, (K, K), i_h, i_s)
             cute.copy(tma, tg[None, 0], ts[None, 0], tma_bar_ptr=bars + 2)
 
@@ -587,27 +733,46 @@ class _Grads:
 
 
 def _build(key):
-    dtype, K = key
+    dtype, K, walk, use_dht = key
     x = TensorArg(dtype, (None, None, None, K), compact=False, align=16)
     gc = TensorArg(torch.float32, (None, None, 2, None), compact=True)
     s = TensorArg(dtype, (None, None, K, K), compact=True, align=16)
     out = TensorArg(dtype, (None, None, None, K), compact=True, align=16)
     dg = TensorArg(torch.float32, (None, None, None), compact=True)
-    fn = _Grads(_cute_dtype(dtype), K)
-    return fn, (x, x, x, x, gc, s, s, out, out, out, dg), (Float32(1.0), Int32(1)), False
+    s32 = TensorArg(torch.float32, (None, None, K, K), compact=True)
+    fn = _Grads(_cute_dtype(dtype), K, walk, use_dht)
+    args = (x, x, x, x, gc, s, s, out, out, out, dg, s32, s32)
+    return fn, args, (Float32(1.0), Int32(1)), False
 
 
 _GRADS = CompileCache("chunk_gla_bwd_grads", _build)
 
 
-def grads(q, k, v, do, gc, h, dh, dq, dk, dv, dg, scale: float) -> None:
+def grads(q, k, v, do, gc, h, dh, dq, dk, dv, dg, scale: float, dht=None, dh0=None) -> None:
     """Launch the gradients' pass: ``dq, dk, dv`` (``[B, T, H, K]``, contiguous, q's dtype)
     and ``dg`` (``[B, T, H]`` float32, contiguous) from q, k, v, do (``K = V`` of 64 or 128), the
     chunk log-decay ``gc``, the state at each chunk's start ``h`` and the gradient of the state
     at its end ``dh`` (``[B * NT, H, K, V]`` contiguous, q's dtype). One CTA per multiprocessor
-    takes the (chunk, head) items in turn."""
+    takes the (chunk, head) items in turn.
+
+    With ``dh`` None (K = V = 64 only), the pass walks the state's gradient itself: one CTA per
+    (sequence, head) takes its chunks last first, from ``dht`` (``[B, H, K, V]`` float32,
+    contiguous, or None: zeros) and writes the gradient of the initial state into ``dh0``
+    (same shape)."""
     B, T, H, K = q.shape
-    items = B * H * -(-T // BT)
-    sms = torch.cuda.get_device_properties(q.device).multi_processor_count
-    fn = _GRADS.get((q.dtype, K))
-    fn(q, k, v, do, gc, h, dh, dq, dk, dv, dg, scale, min(items, sms * _CTAS_PER_SM[K]))
+    walk = dh is None
+    if walk:
+        assert K == _WG_COLS and dh0 is not None
+        key = (q.dtype, K, True, dht is not None)
+        ctas = B * H
+        dh = h  # read by no TMA: a tile its descriptor can describe
+        if dht is None:
+            dht = dh0
+    else:
+        key = (q.dtype, K, False, False)
+        items = B * H * -(-T // BT)
+        sms = torch.cuda.get_device_properties(q.device).multi_processor_count
+        ctas = min(items, sms * _CTAS_PER_SM[K])
+        dht = dh0 = q.new_empty((1, 1, K, K), dtype=torch.float32)
+    fn = _GRADS.get(key)
+    fn(q, k, v, do, gc, h, dh, dq, dk, dv, dg, dht, dh0, scale, ctas)

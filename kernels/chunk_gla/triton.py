@@ -468,7 +468,10 @@ def chunk_gla_bwd(
     NKG = cdiv(K, qk)
     gc = q.new_empty((B, H, 2, T), dtype=torch.float32)
     sdt = q.dtype if mode == 0 else torch.float32
-    dh = q.new_empty((NS, H, K, V), dtype=sdt)
+    cute_grads = config._cute_bwd_plan(q, k, v, do, use_cu)
+    # The CuTeDSL pass may walk dh itself (config._cute_bwd_walks): then it has no dh to read.
+    cute_walk = cute_grads and config._cute_bwd_walks(q.device, B, H, K)
+    dh = None if cute_walk else q.new_empty((NS, H, K, V), dtype=sdt)
     dg_part = q.new_empty((NKG, B, T, H), dtype=torch.float32) if NKG > 1 else None
     flag = q.new_empty((1,), dtype=torch.int32) if use_cu else None
     q_st, k_st, v_st, do_st = q.stride(), k.stride(), v.stride(), do.stride()
@@ -486,6 +489,17 @@ def chunk_gla_bwd(
     else:
         # The forward's chunk states: only the gradients are walked.
         h = h_saved if mode != 2 else h_saved.to(torch.float32)
+    if cute_walk:
+        from . import cute_bwd
+
+        if h_saved is None:
+            # The chunk states alone: the pass walks their gradients.
+            walk_segments = config._walk_segments(NP, NT, use_cu)
+            _launch_walk(
+                dv, k, v, gc, h0, h, None, cu, None, N, NT, BT, state_cfg, mode, walk_segments
+            )
+        cute_bwd.grads(q, k, v, do, gc, h, None, dq, dk, dv, dg, float(scale), dht, dh0)
+        return dq, dk, dv, dg, dh0
     if h_saved is None and segments[1] == 1:
         # Both whole walks in one launch.
         hk, hv, hw, hs = state_cfg
@@ -502,7 +516,7 @@ def chunk_gla_bwd(
         )
     else:
         _launch_walk(dv, q, do, gc, dht, dh, dh0, cu, scale, N, NT, BT, state_cfg, mode, segments)
-    if config._cute_bwd_plan(q, k, v, do, use_cu):
+    if cute_grads:
         from . import cute_bwd
 
         cute_bwd.grads(q, k, v, do, gc, h, dh, dq, dk, dv, dg, float(scale))
