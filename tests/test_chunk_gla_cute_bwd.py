@@ -185,16 +185,16 @@ def test_the_public_operator_takes_cute_gradients_as_reference_autograd_does(mon
         assert rel_err(a, b) < 2e-2, (name, rel_err(a, b))
 
 
-def test_the_pass_walks_dh_itself_at_k64_where_its_ctas_fill_whole_waves(monkeypatch):
+def test_the_pass_walks_dh_itself_at_k64_where_its_ctas_nearly_fill_whole_waves(monkeypatch):
     # config._cute_bwd_walks, on any machine: K = V = 64, and the (sequence, head) pairs fill
-    # at least 90% of whole waves of two CTAs per multiprocessor; the switch turns it off.
+    # at least 80% of whole waves of two CTAs per multiprocessor; the switch turns it off.
     monkeypatch.setattr(CF, "_sm_count", lambda device: 132)
     monkeypatch.setattr(CF, "_CUTE_BWD_WALK_PER_SM", 2)
-    monkeypatch.setattr(CF, "_CUTE_BWD_WALK_FILL", 0.9)
+    monkeypatch.setattr(CF, "_CUTE_BWD_WALK_FILL", 0.8)
     cuda = torch.device("cuda", 0)
-    walks = [bh for bh in range(1, 1100) if CF._cute_bwd_walks(cuda, 1, bh, 64)]
-    # 90% of n waves of 264 CTAs up to n waves: 237.6 to 264, 475.2 to 528, ...
-    expected = [*range(238, 265), *range(476, 529), *range(713, 793), *range(951, 1057)]
+    walks = [bh for bh in range(1, 800) if CF._cute_bwd_walks(cuda, 1, bh, 64)]
+    # 80% of n waves of 264 CTAs up to n waves: 211.2 to 264, 422.4 to 528, 633.6 to 792.
+    expected = [*range(212, 265), *range(423, 529), *range(634, 793)]
     assert walks == expected
     assert CF._cute_bwd_walks(cuda, 8, 32, 64) and not CF._cute_bwd_walks(cuda, 4, 16, 64)
     assert not CF._cute_bwd_walks(cuda, 8, 32, 128)  # one warpgroup: K = V = 64 only

@@ -26,20 +26,19 @@ Note [chunk_gla CuTe gradients' walk]: at K = V = 64 (one warpgroup), where enou
 and heads fill whole waves (``config._cute_bwd_walks``), the pass also does the reverse state
 walk's work: one CTA per (sequence, head) takes its chunks last first, so the gradient of the
 state at the chunk's end, ``dh``, is on chip when the chunk is reached and need not be written
-and read again. It is carried in shared memory as its rounding to 16 bits (the tile the products
-read, as they would read the walk's stored ``dh``) and the rest, scaled by 2**8 (bfloat16) or
-2**11 (float16) so that it keeps the rounding's range: about 16 significant bits beyond the
-first, where rounding the carry to 16 bits at every chunk would drift over long sequences. Per
-chunk, after the barrier that ends the products through ``dh``:
+and read again. It stays in float32 registers from chunk to chunk (an accumulator of 32 values
+per thread, beside the pass's five: 255 registers, no spills), and its rounding to 16 bits goes
+to the tile the products read, as they would read the walk's stored ``dh``. Per chunk:
 
     dh <- exp(G_L) dh + (q * scale * exp(G))^T do
 
 the A operand q's tile read transposed (``ldmatrix``) into registers and scaled per token before
-that barrier (dk is later written over q's tile), the product third of the four after it, and
-the new ``dh`` stored in place once done; after the sequence's first chunk it is ``dh0``. Only the
-state's tile ``h`` is loaded per chunk. Each CTA's chunks run one after another, so the walk
-gains only where two CTAs run on every multiprocessor: about 5% at B8 T2048 H32, and far less
-than the separate walk and pass with fewer sequences and heads (docs/performance.md).
+the barrier that ends the products through ``dh`` (dk is later written over q's tile); after
+it the product, third of the four there, and its rounding stored in place once done; after the
+sequence's first chunk ``dh`` is ``dh0``. Only the state's tile ``h`` is loaded per chunk. Each
+CTA's chunks run one after another, so the walk gains only where two CTAs run on every
+multiprocessor, and loses to the separate walk and pass with fewer sequences and heads
+(docs/performance.md, "chunk_gla: the CuTeDSL gradients' pass").
 
 Note [chunk_gla CuTe gradients]: per chunk, with ``G`` the in-chunk cumulative log-decay (``C``
 its compensation, Note [log-decay floor]), ``G_L`` its value at the chunk's last token and
@@ -96,10 +95,6 @@ _WG_COLS = 64  # result columns per warpgroup
 # item's states (about 221 KB at K = 128, 106 KB at 64).
 _CTAS_PER_SM = {64: 2, 128: 1}
 _LOG2E = math.log2(math.e)
-# The walk's carried dh beyond its 16-bit rounding is at most half a unit in the last place of
-# that rounding (2**-8 of it in bfloat16, 2**-11 in float16): scaled by as much, it keeps the
-# rounding's range (Note [chunk_gla CuTe gradients' walk]).
-_LO_SHIFT = {cutlass.BFloat16: 8, cutlass.Float16: 11}
 
 
 @cute.jit
@@ -271,9 +266,6 @@ class _Grads:
         # The walk loads h only: dh is on chip.
         st_bytes = (1 if self.walk else 2) * cute.size_in_bytes(self.dtype, one_st)
         dt = self.dtype
-        # The walk's carried dh beyond its 16-bit rounding (Note [chunk_gla CuTe gradients'
-        # walk]); a few unused bytes otherwise.
-        lo_size = cute.cosize(st) if self.walk else 8
 
         @cute.struct
         class Shared:
@@ -294,7 +286,6 @@ class _Grads:
             dh: cute.struct.Align[cute.struct.MemRange[dt, cute.cosize(st)], 1024]
             a: cute.struct.Align[cute.struct.MemRange[dt, cute.cosize(att)], 1024]
             da: cute.struct.Align[cute.struct.MemRange[dt, cute.cosize(att)], 1024]
-            dl: cute.struct.Align[cute.struct.MemRange[dt, lo_size], 1024]
 
         self.kernel(
             m_s, m_i, m_j, m_m, m_d, tma_q, gq, tma_k, gk, tma_v, gv, tma_do, gdo, tma_h, gh,
@@ -441,8 +432,8 @@ class _Grads:
         zDH = cute.zipped_divide(sDH, (1, 8, 1))
 
         if const_expr(self.walk):
-            # dh, carried from chunk to chunk as its 16-bit rounding (sDH, which the products
-            # read) and the rest scaled (sDL); float32 in registers while it is stepped.
+            # dh: float32 in registers from chunk to chunk, and its rounding to 16 bits in sDH
+            # for the products.
             t_d = m_d.get_slice(tid)
             bDOd = t_d.make_fragment_B(t_d.partition_B(tr(sDO)))
             acc_dh = t_d.make_fragment_C(t_d.partition_shape_C((K, K)))
@@ -459,16 +450,12 @@ class _Grads:
             yq = cute.make_rmem_tensor(t_d.partition_shape_C((K, BT)), self.dtype)
             tYq = thr_ldsm.retile(yq)
             tDHs = t_d.partition_C(sDH[None, None, 0])
-            # The rest: each thread's own 64 bytes, in 16-byte pieces interleaved across the
-            # threads (no bank conflicts, no swizzle to compute).
-            lo_ptr = sh.dl.data_ptr() + cute.assume(tid * 8, divby=8)
-            tDLs = cute.make_tensor(lo_ptr, cute.make_layout((8, 4), stride=(1, 8 * self.threads)))
             for i in cutlass.range_constexpr(cute.size(acc_dh)):
                 acc_dh[i] = Float32(0.0)
                 if const_expr(self.use_dht):
                     r, c = cDH[i]
                     acc_dh[i] = mDHT[first // H, first % H, r, c]
-            self._carry_store(acc_dh, tDHs, tDLs)
+            self._store_dh16(acc_dh, tDHs)
             cute.arch.fence_proxy("async.shared", space="cta")
 
         # The first item's log-decay; then each item publishes the next one's (loaded while the
@@ -576,11 +563,10 @@ class _Grads:
             _gemm(m_m, acc_k, aDAt, bQt[None, None, None, s], True)
             warpgroup.commit_group()
             if const_expr(self.walk):
-                # dh at the chunk's start: exp(G_L) dh + (q * scale * exp(G))^T do. Every
-                # product through dh is done (the barrier above), and every thread reads and
-                # writes only its own elements of sDH and sDL from here to the next barrier.
+                # dh at the chunk's start: exp(G_L) dh + (q * scale * exp(G))^T do.
                 egl = cute.math.exp2(dec[0, 4] * _LOG2E, fastmath=True)
-                self._carry_load(acc_dh, tDHs, tDLs, egl)
+                for i in cutlass.range_constexpr(cute.size(acc_dh)):
+                    acc_dh[i] = acc_dh[i] * egl
                 warpgroup.fence()
                 _gemm(m_d, acc_dh, aQd, bDOd[None, None, None, s], True)
                 warpgroup.commit_group()
@@ -602,11 +588,11 @@ class _Grads:
             yR.store(acc_k.load().to(self.dtype))
             cute.autovec_copy(yR, t_i.partition_C(sQ[None, None, s]))
             if const_expr(self.walk):
-                # The next chunk's dh in this one's place, or after the sequence's first
-                # chunk, dh0 out.
+                # The next chunk's dh in this one's place (every product through it is done:
+                # the barrier above), or after the sequence's first chunk, dh0 out.
                 warpgroup.wait_group(1)
                 if more:
-                    self._carry_store(acc_dh, tDHs, tDLs)
+                    self._store_dh16(acc_dh, tDHs)
                 else:
                     self._store_dh0(acc_dh, cDH, mDH0, i_b, i_h)
             warpgroup.wait_group(0)
@@ -626,34 +612,18 @@ class _Grads:
             cute.arch.cp_async_bulk_wait_group(0, read=True)
 
     @cute.jit
-    def _carry_store(self, acc, hi_s, lo_s):
-        """The walk's dh (a float32 accumulator) into shared memory as its rounding to 16 bits
-        ``hi_s`` (what the products read) and the rest, scaled by ``2**_LO_SHIFT``, ``lo_s`` (the
-        accumulator's elements in order)."""
-        hi = cute.make_rmem_tensor_like(acc, self.dtype)
-        lo = cute.make_rmem_tensor_like(acc, self.dtype)
-        x = acc.load()
-        y = x.to(self.dtype)
-        hi.store(y)
-        lo.store(((x - y.to(Float32)) * Float32(2.0 ** _LO_SHIFT[self.dtype])).to(self.dtype))
-        cute.autovec_copy(hi, hi_s)
-        cute.autovec_copy(cute.make_tensor(lo.iterator, lo_s.layout.shape), lo_s)
+    def _store_dh16(self, acc, dh_s):
+        """The walk's dh (a float32 accumulator), rounded to 16 bits, into the tile the products
+        read."""
+        y = cute.make_rmem_tensor_like(acc, self.dtype)
+        y.store(acc.load().to(self.dtype))
+        cute.autovec_copy(y, dh_s)
 
     @cute.jit
     def _store_dh0(self, acc, coord, mDH0, i_b, i_h):
         for i in cutlass.range_constexpr(cute.size(acc)):
             r, c = coord[i]
             mDH0[i_b, i_h, r, c] = acc[i]
-
-    @cute.jit
-    def _carry_load(self, acc, hi_s, lo_s, factor):
-        """``acc = factor * dh``, dh from what ``_carry_store`` left in shared memory."""
-        hi = cute.make_rmem_tensor_like(acc, self.dtype)
-        lo = cute.make_rmem_tensor_like(acc, self.dtype)
-        cute.autovec_copy(hi_s, hi)
-        cute.autovec_copy(lo_s, cute.make_tensor(lo.iterator, lo_s.layout.shape))
-        lo_factor = factor * Float32(2.0 ** -_LO_SHIFT[self.dtype])
-        acc.store(hi.load().to(Float32) * factor + lo.load().to(Float32) * lo_factor)
 
     @cute.jit
     def _decay(self, mGc, it, H, NT, T, tid):

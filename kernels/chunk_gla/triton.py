@@ -394,7 +394,9 @@ def chunk_gla_bwd(
     per (chunk, head, K block) and a fourth launch for ``dv``, one program per (chunk, head,
     V block); on Hopper with CuTeDSL installed, where ``config._cute_bwd_plan`` accepts the
     inputs (K = V of 64 or 128, no ``cu_seqlens``), one CuTeDSL launch (cute_bwd.py) computes dq,
-    dk, dv and dg instead. When each
+    dk, dv and dg instead; at K = V = 64 with enough sequences and heads
+    (``config._cute_bwd_walks``) it also walks the gradients of the states itself (and gives
+    ``dh0``), so that the reverse walk does not run. When each
     walk would have very few programs (long equal-length sequences, few heads: see
     ``_segments``), each runs as in :func:`chunk_gla_fwd`: segments side by side, twice, with a
     short launch across segments between (float32 scratch ``[N * segments, H, K, V]`` twice
@@ -425,7 +427,7 @@ def chunk_gla_bwd(
         gradient of ``initial_state``, returned also when it is None).
 
     Mutates nothing. Scratch: one ``[S, H, K, V]`` state tensor, two without a usable ``h``
-    (``S`` as for ``h``; ``q``'s dtype for 16-bit inputs on a GPU, else float32), float32
+    (one fewer where the CuTeDSL pass walks the gradients itself; ``S`` as for ``h``; ``q``'s dtype for 16-bit inputs on a GPU, else float32), float32
     ``[B, H, 2, T]`` and, for ``K`` over 64 when ``dv`` has its own launch, ``[K / 64, B, T, H]``;
     with ``cu_seqlens`` also the fallback's float32 ``NV * (2 * T * H * K + T * H + N * H)``
     (``NV`` = number of V blocks). ``K <= 256`` (``ValueError`` otherwise); ``initial_state``
