@@ -5,8 +5,9 @@ tiles that the tensor memory accelerator (TMA) brings into shared memory.
 It replaces the Triton passes of ``chunk_gla_bwd`` that follow its state walks (the dq/dk/dg
 pass and, for K over 64, the dv pass): it reads q, k, v, do, the state at the chunk's start
 ``h`` and the gradient of the state at its end ``dh`` once, and writes dq, dk, dv and dg once.
-The launcher and its contract are in triton.py (``chunk_gla_bwd``) and config.py
-(``_cute_bwd_plan``).
+At K = V = 64 with enough sequences and heads it also replaces the reverse state walk, walking
+``dh`` itself (Note [chunk_gla CuTe gradients' walk]). The launcher and its contract are in
+triton.py (``chunk_gla_bwd``) and config.py (``_cute_bwd_plan``, ``_cute_bwd_walks``).
 
 Note [chunk_gla CuTe gradients' pipeline]: one CTA per multiprocessor (two at K = 64) takes the
 items in turn. q, k, v and do have two stages in shared memory, the states one: an item's
