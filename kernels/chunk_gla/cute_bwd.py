@@ -622,6 +622,8 @@ class _Grads:
 
     @cute.jit
     def _store_dh0(self, acc, coord, mDH0, i_b, i_h):
+        """The walk's dh after the sequence's first chunk (float32, ``coord`` its (K, V)
+        coordinates): the gradient of the initial state, ``dh0[i_b, i_h]``."""
         for i in cutlass.range_constexpr(cute.size(acc)):
             r, c = coord[i]
             mDH0[i_b, i_h, r, c] = acc[i]
