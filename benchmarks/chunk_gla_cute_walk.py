@@ -7,11 +7,11 @@ First the checks: outputs and final states of the CuTe walk against the Triton f
 lengths, K and V of 64 to 192, float16, strided inputs, initial states and segments (``BAD``
 where the error relative to the largest value passes 2e-2, or anything is not finite). Then GPU
 time by CUDA-graph replay (medians of ``--replays``) of the shipped forward (the CuTe walk where
-its contract holds), the same with each pair of products waited for together ("serial
-products"), with the other split ("other split": segments where the plan walks whole sequences,
+its contract holds), the same with every walk of one warpgroup ("one warpgroup": where the
+shipped walk is of three, config._cute_walk_split), with the other split ("other split": segments where the plan walks whole sequences,
 whole sequences where it splits them), the Triton plans forced, and fla-core's
 ``chunk_simple_gla`` autotuned in this process; markdown to stdout. ``--quick`` leaves out the
-two variants and the longest shape. Exit 1 on any BAD.
+other split and the longest shape. Exit 1 on any BAD.
 """
 
 from __future__ import annotations
@@ -89,20 +89,16 @@ def shape_row(shape, fla_fn, replays, quick=False):
     B, T, H, K, V = shape
     q, k, v, g = inputs(shape)
     ref = chunked_ref(q, k, v, g)
-    from attnops_kernels.chunk_gla import cute as CW
-
     cells = []
-    variants = ((True, True), (True, False), (False, True))
-    if quick:
-        variants = ((True, True), (False, True))
-    for cute, overlap in variants:
+    shipped = CF._CUTE_WALK_SPLIT
+    for cute, split in ((True, shipped), (True, False), (False, shipped)):
 
         def fwd(cute=cute):
             return forward(q, k, v, g, None, cute)[0]
 
-        CW.OVERLAP = overlap
+        CF._CUTE_WALK_SPLIT = split
         cells.append((graph_us(fwd, replays=replays), rel_err(fwd(), ref)))
-    CW.OVERLAP = True
+    CF._CUTE_WALK_SPLIT = shipped
     other = math.nan
     if not quick:
         # The other split: segments for about _CUTE_SEG_PROGRAMS CTAs where the plan walks
@@ -113,8 +109,6 @@ def shape_row(shape, fla_fn, replays, quick=False):
             other = graph_us(lambda: forward(q, k, v, g, None, True)[0], replays=replays)
         finally:
             CF._CUTE_SEG_BELOW = below
-    if quick:
-        cells.insert(1, (math.nan, 0.0))
     fla = math.nan
     if fla_fn is not None:
 
@@ -144,7 +138,7 @@ def main() -> int:
     ap.add_argument(
         "--quick",
         action="store_true",
-        help="the walk, Triton and fla only, without the longest shape",
+        help="without the other split and the longest shape",
     )
     args = ap.parse_args()
     bad = 0 if args.no_checks else sum(not check(c) for c in CHECKS)
@@ -157,7 +151,7 @@ def main() -> int:
         print(f"fla-core: skipped ({exc})")
     print(f"chunk_gla forward, {torch.cuda.get_device_name()}, torch {torch.__version__}, bf16, us")
     print(
-        "| shape | plan | CuTe walk | serial products | other split | err | Triton | fla | fla / CuTe "
+        "| shape | plan | CuTe walk | one warpgroup | other split | err | Triton | fla | fla / CuTe "
         "| Triton / CuTe | TFLOP/s |"
     )
     print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")

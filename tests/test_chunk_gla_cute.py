@@ -5,7 +5,8 @@ lengths, K of 64 and 128, V of 64 to 192, float16 and bfloat16, strided inputs, 
 segments and packed sequences (with offsets that leave tokens uncovered, which get zeros, and
 state slots between sequences, which stay zero).
 
-The contract itself (what goes to Triton instead) is checked on any machine."""
+Each of those runs with the walk of three warpgroups and with that of one. The contract itself
+(what goes to Triton instead, and which walk runs) is checked on any machine."""
 
 from __future__ import annotations
 
@@ -19,6 +20,25 @@ from attnops_kernels.chunk_gla import config as CF
 from attnops_kernels.chunk_gla import triton as C
 
 _SKIP = hopper_with_cute()
+
+
+@pytest.fixture(params=[True, False], ids=["three warpgroups", "one warpgroup"])
+def organization(request, monkeypatch):
+    """The walk of three warpgroups for every launch, then that of one (config._cute_walk_split
+    chooses by the CTAs' count; these inputs are small); yields that choice and the ``split``
+    that each launch of the walk had."""
+    from attnops_kernels.chunk_gla import cute
+
+    monkeypatch.setattr(CF, "_cute_walk_split", lambda device, ctas: request.param)
+    seen = []
+    walk = cute.walk
+
+    def recorded(*args, split=False, **kwargs):
+        seen.append(split)
+        return walk(*args, split=split, **kwargs)
+
+    monkeypatch.setattr(cute, "walk", recorded)
+    return request.param, seen
 
 
 def _rand(shape, dtype, device, strided, gen):
@@ -92,6 +112,15 @@ def test_the_contract_refuses_grids_and_sizes_the_walk_cannot_launch(monkeypatch
     assert plan(1, 100, 1, 128, 128) == (2, 1)
 
 
+def test_three_warpgroups_walk_where_every_cta_has_a_multiprocessor(monkeypatch):
+    monkeypatch.setattr(CF, "_sm_count", lambda device: 132)
+    device = torch.device("cuda", 0)
+    assert CF._cute_walk_split(device, 1) and CF._cute_walk_split(device, 132)
+    assert not CF._cute_walk_split(device, 133) and not CF._cute_walk_split(device, 256)
+    monkeypatch.setattr(CF, "_CUTE_WALK_SPLIT", False)
+    assert not CF._cute_walk_split(device, 128)
+
+
 @pytest.mark.skipif(_SKIP is not None, reason=_SKIP or "")
 @pytest.mark.parametrize(
     ("B", "T", "H", "K", "V", "dtype", "init", "strided", "min_chunks"),
@@ -109,7 +138,7 @@ def test_the_contract_refuses_grids_and_sizes_the_walk_cannot_launch(monkeypatch
     ),
 )
 def test_cute_walk_matches_the_triton_forward(
-    monkeypatch, B, T, H, K, V, dtype, init, strided, min_chunks
+    monkeypatch, organization, B, T, H, K, V, dtype, init, strided, min_chunks
 ):
     gen = torch.Generator().manual_seed(T + K + V)
     q = _rand((B, T, H, K), dtype, "cuda", strided, gen)
@@ -125,6 +154,8 @@ def test_cute_walk_matches_the_triton_forward(
     o_s, h_s, ht_s = C.chunk_gla_fwd(q, k, v, g, None, h0, None, True, save_states=True)
     monkeypatch.setattr(CF, "_CUTE_WALK", False)
     o_t, h_t, ht_t = C.chunk_gla_fwd(q, k, v, g, None, h0, None, True, save_states=True)
+    split, seen = organization
+    assert seen == [split, split]
     assert torch.isfinite(o).all() and torch.isfinite(ht).all()
     assert h.shape[0] == 0
     assert rel_err(o, o_t) < 1e-2, plan
@@ -149,7 +180,7 @@ def test_cute_walk_matches_the_triton_forward(
     ),
 )
 def test_cute_walk_matches_the_triton_forward_on_packed_sequences(
-    monkeypatch, offsets, T, K, V, init, dtype
+    monkeypatch, organization, offsets, T, K, V, init, dtype
 ):
     H = 2
     N = len(offsets) - 1
@@ -167,6 +198,8 @@ def test_cute_walk_matches_the_triton_forward_on_packed_sequences(
     assert torch.equal(o_n, o) and torch.equal(ht_n, ht)
     monkeypatch.setattr(CF, "_CUTE_WALK", False)
     o_t, h_t, ht_t = C.chunk_gla_fwd(q, k, v, g, None, h0, cu, True, save_states=True)
+    split, seen = organization
+    assert seen == [split, split]
     assert torch.isfinite(o).all() and torch.isfinite(ht).all()
     assert rel_err(o, o_t) < 1e-2
     assert rel_err(ht, ht_t) < 1e-2
@@ -189,7 +222,7 @@ def test_cute_walk_matches_the_triton_forward_on_packed_sequences(
         [(e,) for e in ("resets", "one token", "five tokens", "q is k", "no decay", "deep decay")]
     ),
 )
-def test_cute_walk_matches_the_triton_forward_at_the_edges(monkeypatch, edge):
+def test_cute_walk_matches_the_triton_forward_at_the_edges(monkeypatch, organization, edge):
     # What users pass that the sweeps above do not: g = -inf (a reset) at some tokens and very
     # negative decays, sequences shorter than a chunk, the same tensor as q and k, no decay.
     B, T, H, K, V = (3, 1, 2, 64, 64) if edge == "one token" else (3, 5, 2, 64, 64)
@@ -213,6 +246,8 @@ def test_cute_walk_matches_the_triton_forward_at_the_edges(monkeypatch, edge):
     o, _, ht = C.chunk_gla_fwd(q, k, v, g, None, h0, None, True, save_states=False)
     monkeypatch.setattr(CF, "_CUTE_WALK", False)
     o_t, _, ht_t = C.chunk_gla_fwd(q, k, v, g, None, h0, None, True, save_states=False)
+    split, seen = organization
+    assert seen == [split]
     assert torch.isfinite(o).all() and torch.isfinite(ht).all()
     assert rel_err(o, o_t) < 1e-2 and rel_err(ht, ht_t) < 1e-2
 

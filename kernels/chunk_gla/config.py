@@ -210,6 +210,8 @@ _CUTE_BWD_WALK = True
 _CUTE_BWD_WALK_PER_SM = 2
 _CUTE_BWD_WALK_FILL = 0.8
 _CUTE_SEG_BELOW = 128
+# The walk as three warpgroups where each CTA has a multiprocessor (_cute_walk_split).
+_CUTE_WALK_SPLIT = True
 _CUTE_SEG_PROGRAMS = 256
 _CUTE_SEG_MIN_CHUNKS = 8
 _MAX_GRID_YZ = 65535
@@ -262,6 +264,14 @@ def _cute_bwd_walks(device, B, H, K):
         return False
     slots = _CUTE_BWD_WALK_PER_SM * _sm_count(device)
     return B * H >= _CUTE_BWD_WALK_FILL * cdiv(B * H, slots) * slots
+
+
+def _cute_walk_split(device, ctas: int) -> bool:
+    """Whether the CuTeDSL walk of ``ctas`` CTAs runs as three warpgroups (a state's and two
+    outputs', cute.py's _WalkWS): where every CTA has a multiprocessor of its own. Where more
+    CTAs walk, two of one warpgroup share each multiprocessor and measured faster (the table
+    of docs/performance.md, "chunk_gla: the CuTeDSL walk")."""
+    return _CUTE_WALK_SPLIT and ctas <= _sm_count(device)
 
 
 def _cute_plan(q, k, v, use_cu, save_states, sequences=None):

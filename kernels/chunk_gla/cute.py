@@ -1,10 +1,10 @@
 """chunk_gla's forward in one walk, in CuTeDSL for Hopper (sm90): warpgroup matrix products
 (wgmma) on tiles that the tensor memory accelerator (TMA) brings into shared memory.
 
-Same function as ``_gla_fwd_fused_kernel`` (fwd.py): one CTA of one warpgroup per (sequence or
-segment, head, V block of 64) walks its chunks of 64 tokens in order with the state ``S``
-(``[K, 64]``, float32) in registers, and where the chunk states are kept (``save_states``) stores
-the state at each chunk's start into its slot. Packed sequences are walked whole from their
+Same function as ``_gla_fwd_fused_kernel`` (fwd.py): one CTA per (sequence or segment, head, V
+block of 64), of one warpgroup or of three (Note [chunk_gla CuTe walk's warpgroups]), walks its
+chunks of 64 tokens in order with the state ``S`` (``[K, 64]``, float32) in registers, and where
+the chunk states are kept (``save_states``) stores the state at each chunk's start into its slot. Packed sequences are walked whole from their
 clamped offsets; the CTAs of the first and the last sequence zero the tokens that no sequence
 covers. The launcher and its contract are in triton.py (``_cute_fwd``) and config.py
 (``_cute_plan``): where that contract holds (Hopper, CuTeDSL installed, 16-bit inputs) the walk
@@ -34,6 +34,21 @@ registers at the start of chunk ``c`` and published to shared memory at its end.
 ``T`` are zeros (the TMA fills them); tokens past a packed sequence's end (the next sequence's)
 enter neither the state (weight exp(-inf) = 0) nor the attention (the causal mask stops at the
 sequence's end), and their outputs are not stored.
+
+Note [chunk_gla CuTe walk's warpgroups]: where every CTA has a multiprocessor of its own
+(``config._cute_walk_split``), the walk runs as three warpgroups (``_WalkWS``). One warpgroup, the
+state's, walks ``S`` in registers: per chunk it writes vd, steps ``S`` with k^T vd, and publishes
+``S16`` of the next chunk with that chunk's log-decay table in one of three tiles. The two
+others take the chunks' outputs in turns (even and odd chunks): q k^T, q S16, P and P v, each
+a chunk's whole output. So the products and exponentials of two outputs run beside the state's
+chain, where the one warpgroup of ``_Walk`` runs them all one after another. Four stages of q,
+k and v tiles; each stage's ``full`` mbarrier completes with its TMA loads, its ``empty`` one
+when the state's warpgroup has read its k and v, and the output warpgroup that read it last
+issues its next loads after both. Each state tile's ``ready`` mbarrier completes when the state's
+warpgroup has written it (and its table), its ``free`` one when the output warpgroup has read
+both; the state's warpgroup writes a tile again only after that. Where more CTAs walk than there
+are multiprocessors, two CTAs of ``_Walk`` share each (384 threads of ``_WalkWS`` and their
+registers leave room for only one) and measured faster.
 """
 
 from __future__ import annotations
@@ -161,8 +176,60 @@ def _publish_decay(dec, tid, g, cc, gl, span, scale):
         dec[tid, 4] = gl
 
 
+@cute.jit
+def _bounds(mCu, i_z, T, cps, nseg, use_cu: cutlass.Constexpr):
+    """What CTA row ``i_z`` walks: its batch row, the sequence's tokens [bos, eos), its chunks
+    [c_lo, c_hi) counted from bos, the index of its start and end states, and the state slot of
+    the sequence's first chunk."""
+    if const_expr(use_cu):
+        # Sequence i_z of the packed batch row, its offsets clamped into [0, T] as the
+        # Triton kernels clamp them (common.py, _seq_bounds), walked whole.
+        i_b = Int32(0)
+        bos = cutlass.min(cutlass.max(mCu[i_z], 0), T)
+        eos = cutlass.min(cutlass.max(mCu[i_z + 1], bos), T)
+        c_lo = Int32(0)
+        c_hi = (eos - bos + BT - 1) // BT
+        i_state = i_z
+        # The sequence's first chunk state slot (config._state_slots: one gap slot each).
+        slot0 = bos // BT + i_z
+    else:
+        i_b = i_z // nseg
+        i_seg = i_z % nseg
+        bos = Int32(0)
+        eos = T
+        c_lo = i_seg * cps
+        c_hi = cutlass.min(c_lo + cps, (T + BT - 1) // BT)
+        i_state = i_b * nseg + i_seg
+        slot0 = i_b * ((T + BT - 1) // BT)
+    return i_b, bos, eos, c_lo, c_hi, i_state, slot0
+
+
+@cute.jit
+def _zero_uncovered(mO, mCu, i_z, i_h, i_v, bos, eos, tid, nthreads: cutlass.Constexpr):
+    """Tokens that no sequence covers (before the first's start, after the last's end: with the
+    clamping, every other token lies in some sequence) get zeros, from the CTAs of the first and
+    the last sequence (``nthreads`` of them, ``tid`` among them)."""
+    T = mO.shape[1]
+    V = mO.shape[3]
+    zero = Float32(0.0).to(mO.element_type)
+    if i_z == 0:
+        for e in cutlass.range(tid, bos * BV, nthreads):
+            if i_v * BV + e % BV < V:
+                mO[0, e // BV, i_h, i_v * BV + e % BV] = zero
+    if i_z == mCu.shape[0] - 2:
+        for e in cutlass.range(eos * BV + tid, T * BV, nthreads):
+            if i_v * BV + e % BV < V:
+                mO[0, e // BV, i_h, i_v * BV + e % BV] = zero
+
+
 class _Walk:
     """The walk for one (dtype, K, flags): see the module docstring."""
+
+    threads = _THREADS
+    stages = _STAGES  # stages of q, k and v tiles
+    hbuf = 1  # 16-bit state tiles
+    vdbuf = 1  # decayed v tiles
+    nbars = _STAGES  # mbarriers
 
     def __init__(
         self,
@@ -187,11 +254,11 @@ class _Walk:
         row, col = LayoutEnum.ROW_MAJOR, LayoutEnum.COL_MAJOR
         # q: A of q k^T and of q S16, K-major. k: B of q k^T, K-major. v (and vd): B of P v and
         # of k^T vd, N-major. S16: B of q S16, N-major.
-        sq = sm90_utils.make_smem_layout_a(row, (BT, BT, K), dt, _STAGES)
-        sk = sm90_utils.make_smem_layout_b(row, (BT, BT, K), dt, _STAGES)
-        sv = sm90_utils.make_smem_layout_b(col, (BT, BV, BT), dt, _STAGES)
-        svd = sm90_utils.make_smem_layout_b(col, (BT, BV, BT), dt, 1)
-        sh = sm90_utils.make_smem_layout_b(col, (BT, BV, K), dt, 1)
+        sq = sm90_utils.make_smem_layout_a(row, (BT, BT, K), dt, self.stages)
+        sk = sm90_utils.make_smem_layout_b(row, (BT, BT, K), dt, self.stages)
+        sv = sm90_utils.make_smem_layout_b(col, (BT, BV, BT), dt, self.stages)
+        svd = sm90_utils.make_smem_layout_b(col, (BT, BV, BT), dt, self.vdbuf)
+        sh = sm90_utils.make_smem_layout_b(col, (BT, BV, K), dt, self.hbuf)
         return sq, sk, sv, svd, sh
 
     def _mmas(self):
@@ -243,11 +310,12 @@ class _Walk:
         )
 
         dt = self.dtype
+        nbars, hbuf = self.nbars, self.hbuf
 
         @cute.struct
         class Shared:
-            bars: cute.struct.MemRange[cutlass.Int64, _STAGES]
-            dec: cute.struct.MemRange[Float32, 5 * BT]
+            bars: cute.struct.MemRange[cutlass.Int64, nbars]
+            dec: cute.struct.MemRange[Float32, 5 * BT * hbuf]
             q: cute.struct.Align[cute.struct.MemRange[dt, cute.cosize(sq)], 1024]
             k: cute.struct.Align[cute.struct.MemRange[dt, cute.cosize(sk)], 1024]
             v: cute.struct.Align[cute.struct.MemRange[dt, cute.cosize(sv)], 1024]
@@ -259,7 +327,7 @@ class _Walk:
             scale, cps, nseg, sq, sk, sv, svd, sh, Shared, stage_bytes,
         ).launch(
             grid=(cute.ceil_div(V, BV), H, mCu.shape[0] - 1 if const_expr(self.use_cu) else B * nseg),
-            block=(_THREADS, 1, 1),
+            block=(self.threads, 1, 1),
             smem=Shared.size_in_bytes(),
             stream=stream,
         )  # fmt: skip
@@ -300,26 +368,7 @@ class _Walk:
         i_v, i_h, i_z = cute.arch.block_idx()
         T = mO.shape[1]
         V = mO.shape[3]
-        if const_expr(self.use_cu):
-            # Sequence i_z of the packed batch row, its offsets clamped into [0, T] as the
-            # Triton kernels clamp them (common.py, _seq_bounds), walked whole.
-            i_b = Int32(0)
-            bos = cutlass.min(cutlass.max(mCu[i_z], 0), T)
-            eos = cutlass.min(cutlass.max(mCu[i_z + 1], bos), T)
-            c_lo = Int32(0)
-            c_hi = (eos - bos + BT - 1) // BT
-            i_state = i_z
-            # The sequence's first chunk state slot (config._state_slots: one gap slot each).
-            slot0 = bos // BT + i_z
-        else:
-            i_b = i_z // nseg
-            i_seg = i_z % nseg
-            bos = Int32(0)
-            eos = T
-            c_lo = i_seg * cps
-            c_hi = cutlass.min(c_lo + cps, (T + BT - 1) // BT)
-            i_state = i_b * nseg + i_seg
-            slot0 = i_b * ((T + BT - 1) // BT)
+        i_b, bos, eos, c_lo, c_hi, i_state, slot0 = _bounds(mCu, i_z, T, cps, nseg, self.use_cu)
 
         smem = utils.SmemAllocator()
         st = smem.allocate(Shared)
@@ -516,16 +565,7 @@ class _Walk:
             cute.arch.sync_threads()
 
         if const_expr(self.use_cu):
-            # Tokens that no sequence covers (before the first's start, after the last's end:
-            # with the clamping, every other token lies in some sequence) get zeros.
-            if i_z == 0:
-                for e in cutlass.range(tid, bos * BV, _THREADS):
-                    if i_v * BV + e % BV < V:
-                        mO[0, e // BV, i_h, i_v * BV + e % BV] = Float32(0.0).to(self.dtype)
-            if i_z == mCu.shape[0] - 2:
-                for e in cutlass.range(eos * BV + tid, T * BV, _THREADS):
-                    if i_v * BV + e % BV < V:
-                        mO[0, e // BV, i_h, i_v * BV + e % BV] = Float32(0.0).to(self.dtype)
+            _zero_uncovered(mO, mCu, i_z, i_h, i_v, bos, eos, tid, _THREADS)
 
         if const_expr(self.store_ht):
             for i in cutlass.range_constexpr(cute.size(acc_h)):
@@ -535,15 +575,290 @@ class _Walk:
                     mHt[i_state, i_h, r, col] = acc_h[i]
 
 
+class _WalkWS(_Walk):
+    """The walk with its work split between three warpgroups (Note [chunk_gla CuTe walk's
+    warpgroups]): one walks the state, two compute the chunks' outputs, taking turns."""
+
+    threads = 3 * _THREADS
+    stages = 4  # tiles of q, k and v
+    hbuf = 3  # 16-bit state tiles, each with its chunk's log-decay table
+    nbars = 2 * stages + 2 * hbuf  # full and empty per stage, ready and free per state tile
+
+    @cute.kernel
+    def kernel(
+        self,
+        qk: cute.TiledMma,
+        qs: cute.TiledMma,
+        pv: cute.TiledMma,
+        kv: cute.TiledMma,
+        tma_q: cute.CopyAtom,
+        gq: cute.Tensor,
+        tma_k: cute.CopyAtom,
+        gk: cute.Tensor,
+        tma_v: cute.CopyAtom,
+        gv: cute.Tensor,
+        tma_h: cute.CopyAtom,
+        gh: cute.Tensor,
+        mGc: cute.Tensor,
+        mS0: cute.Tensor,
+        mO: cute.Tensor,
+        mHt: cute.Tensor,
+        mCu: cute.Tensor,
+        scale: Float32,
+        cps: Int32,
+        nseg: Int32,
+        sq_l: cute.ComposedLayout,
+        sk_l: cute.ComposedLayout,
+        sv_l: cute.ComposedLayout,
+        svd_l: cute.ComposedLayout,
+        sh_l: cute.ComposedLayout,
+        Shared: cutlass.Constexpr,
+        stage_bytes: cutlass.Constexpr,
+    ):
+        K = self.K
+        NS = self.stages
+        NH = self.hbuf
+        tid, _, _ = cute.arch.thread_idx()
+        i_v, i_h, i_z = cute.arch.block_idx()
+        T = mO.shape[1]
+        V = mO.shape[3]
+        i_b, bos, eos, c_lo, c_hi, i_state, slot0 = _bounds(mCu, i_z, T, cps, nseg, self.use_cu)
+        nc = c_hi - c_lo
+
+        smem = utils.SmemAllocator()
+        st = smem.allocate(Shared)
+        full = st.bars.data_ptr()  # stage's tokens landed (TMA)
+        empty = full + NS  # stage's k and v read by the state's warpgroup
+        ready = full + 2 * NS  # state tile and log-decay table written
+        free = full + 2 * NS + NH  # state tile and table read by an output warpgroup
+        sQ = st.q.get_tensor(sq_l.outer, swizzle=sq_l.inner)  # (BT, K, stage)
+        sK = st.k.get_tensor(sk_l.outer, swizzle=sk_l.inner)  # (BT, K, stage)
+        sV = st.v.get_tensor(sv_l.outer, swizzle=sv_l.inner)  # (BV, BT, stage)
+        sVd = st.vd.get_tensor(svd_l.outer, swizzle=svd_l.inner)  # (BV, BT, 1)
+        sH = st.h.get_tensor(sh_l.outer, swizzle=sh_l.inner)  # (BV, K, tile)
+        sKt = cute.make_tensor(sK.iterator, cute.select(sK.layout, mode=[1, 0, 2]))
+        sHmn = cute.make_tensor(sH.iterator, cute.select(sH.layout, mode=[1, 0, 2]))
+        # Per tile: G, C, exp(G_L - G), scale*exp(G), G_L of the chunk whose state it holds.
+        dec = st.dec.get_tensor(cute.make_layout((BT, 5, NH)))
+
+        warp = cute.arch.make_warp_uniform(cute.arch.warp_idx())
+        wg = warp // 4
+        wtid = tid % _THREADS
+        if warp == 0:
+            with cute.arch.elect_one():
+                for s in cutlass.range_constexpr(NS):
+                    cute.arch.mbarrier_init(full + s, 1)
+                    cute.arch.mbarrier_init(empty + s, _THREADS)
+                for b in cutlass.range_constexpr(NH):
+                    cute.arch.mbarrier_init(ready + b, _THREADS)
+                    cute.arch.mbarrier_init(free + b, _THREADS)
+            cute.arch.mbarrier_init_fence()
+            cpasync.prefetch_descriptor(tma_q)
+            cpasync.prefetch_descriptor(tma_k)
+            cpasync.prefetch_descriptor(tma_v)
+            if const_expr(self.store_h):
+                cpasync.prefetch_descriptor(tma_h)
+
+        gq_s = gq[None, None, i_h, i_b]
+        gk_s = gk[None, None, i_h, i_b]
+        gv_s = gv[None, None, i_h, i_b]
+        if const_expr(self.use_cu):
+            gq_s = cute.domain_offset((bos, 0), gq_s)
+            gk_s = cute.domain_offset((bos, 0), gk_s)
+            gv_s = cute.domain_offset((0, bos), gv_s)
+        gQ = cute.local_tile(gq_s, (BT, K), (None, 0))
+        gK = cute.local_tile(gk_s, (BT, K), (None, 0))
+        gV = cute.local_tile(gv_s, (BV, BT), (i_v, None))
+        tQs, tQg = cpasync.tma_partition(
+            tma_q, 0, cute.make_layout(1), cute.group_modes(sQ, 0, 2), cute.group_modes(gQ, 0, 2)
+        )
+        tKs, tKg = cpasync.tma_partition(
+            tma_k, 0, cute.make_layout(1), cute.group_modes(sK, 0, 2), cute.group_modes(gK, 0, 2)
+        )
+        tVs, tVg = cpasync.tma_partition(
+            tma_v, 0, cute.make_layout(1), cute.group_modes(sV, 0, 2), cute.group_modes(gV, 0, 2)
+        )
+        cute.arch.sync_threads()
+
+        loads = (tma_q, tQg, tQs, tma_k, tKg, tKs, tma_v, tVg, tVs)
+        if warp == 0:
+            for s in cutlass.range_constexpr(NS):
+                if s < nc:
+                    _issue(loads, full, c_lo + s, s, stage_bytes)
+
+        if wg == 0:
+            # The state's warpgroup: S(m + 1) = exp(G_L) S(m) + k^T vd, publishing each S(m)
+            # rounded to 16 bits, with chunk m's log-decay table, for the output's warpgroups.
+            w_kv = self._mmas()[3]
+            t_kv = w_kv.get_slice(wtid)
+            aKt = t_kv.make_fragment_A(t_kv.partition_A(sKt))
+            bVd = t_kv.make_fragment_B(t_kv.partition_B(sVd))
+            acc_h = t_kv.make_fragment_C(t_kv.partition_shape_C((K, BV)))
+            cH = t_kv.partition_C(cute.make_identity_tensor((K, BV)))
+            hb = cute.make_rmem_tensor_like(acc_h, self.dtype)
+            zV = cute.zipped_divide(sV, (8, 1, 1))
+            zVd = cute.zipped_divide(sVd, (8, 1, 1))
+            for i in cutlass.range_constexpr(cute.size(acc_h)):
+                acc_h[i] = Float32(0.0)
+                if const_expr(self.use_s0):
+                    r, n = cH[i]
+                    col = i_v * BV + n
+                    if col < V:
+                        acc_h[i] = mS0[i_state, i_h, r, col]
+            if nc > 0:
+                g0, cc0, gl0, cl0 = _load_decay(mGc, i_b, i_h, bos + c_lo * BT, eos, wtid)
+                _publish_decay(dec[None, None, 0], wtid, g0, cc0, gl0, cl0, scale)
+                hb.store(acc_h.load().to(self.dtype))
+                cute.autovec_copy(hb, t_kv.partition_C(sHmn[None, None, 0]))
+                cute.arch.fence_proxy("async.shared", space="cta")
+                cute.arch.mbarrier_arrive(ready)
+                cute.arch.barrier(barrier_id=1, number_of_threads=_THREADS)
+                if const_expr(self.store_h):
+                    if warp == 0:
+                        ts, tg = _tma_tiles(tma_h, sH, gh, (BV, K), i_h, slot0 + c_lo)
+                        cute.copy(tma_h, ts[None, 0], tg[None, i_v])
+                        cute.arch.cp_async_bulk_commit_group()
+
+            for m in cutlass.range(0, nc, unroll=1):
+                s = m % NS
+                b = m % NH
+                b1 = (m + 1) % NH
+                cute.arch.mbarrier_wait(full + s, (m // NS) % 2)
+                # vd = v * exp(G_L - G_j), 16 bytes at a time.
+                for i in cutlass.range_constexpr(BT * BV // 8 // _THREADS):
+                    e = wtid + i * _THREADS
+                    x = zV[None, (e % (BV // 8), e // (BV // 8), s)].load().to(Float32)
+                    y = x * dec[e // (BV // 8), 2, b]
+                    zVd[None, (e % (BV // 8), e // (BV // 8), 0)].store(y.to(self.dtype))
+                cute.arch.fence_proxy("async.shared", space="cta")
+                if const_expr(self.store_h):
+                    if warp == 0:
+                        # The store that read tile b1 last is done reading it.
+                        cute.arch.cp_async_bulk_wait_group(NH - 1, read=True)
+                cute.arch.barrier(barrier_id=1, number_of_threads=_THREADS)
+
+                egl = cute.math.exp2(dec[0, 4, b] * _LOG2E, fastmath=True)
+                for i in cutlass.range_constexpr(cute.size(acc_h)):
+                    acc_h[i] = acc_h[i] * egl
+                warpgroup.fence()
+                _gemm(w_kv, acc_h, aKt[None, None, None, s], bVd[None, None, None, 0], True)
+                warpgroup.commit_group()
+                t1 = bos + cutlass.min(c_lo + m + 1, c_hi - 1) * BT
+                g1, cc1, gl1, cl1 = _load_decay(mGc, i_b, i_h, t1, eos, wtid)
+                warpgroup.wait_group(0)
+                cute.arch.mbarrier_arrive(empty + s)
+
+                if m + 1 < nc:
+                    if m + 1 >= NH:
+                        cute.arch.mbarrier_wait(free + b1, ((m + 1) // NH + 1) % 2)
+                    _publish_decay(dec[None, None, b1], wtid, g1, cc1, gl1, cl1, scale)
+                    hb.store(acc_h.load().to(self.dtype))
+                    cute.autovec_copy(hb, t_kv.partition_C(sHmn[None, None, b1]))
+                    cute.arch.fence_proxy("async.shared", space="cta")
+                    cute.arch.mbarrier_arrive(ready + b1)
+                # Chunk m + 1's table is read by every thread of this warpgroup next.
+                cute.arch.barrier(barrier_id=1, number_of_threads=_THREADS)
+                if const_expr(self.store_h):
+                    if m + 1 < nc:
+                        if warp == 0:
+                            ts, tg = _tma_tiles(tma_h, sH, gh, (BV, K), i_h, slot0 + c_lo + m + 1)
+                            cute.copy(tma_h, ts[None, b1], tg[None, i_v])
+                            cute.arch.cp_async_bulk_commit_group()
+
+            if const_expr(self.store_h):
+                if warp == 0:
+                    cute.arch.cp_async_bulk_wait_group(0, read=True)
+            if const_expr(self.use_cu):
+                _zero_uncovered(mO, mCu, i_z, i_h, i_v, bos, eos, wtid, _THREADS)
+            if const_expr(self.store_ht):
+                for i in cutlass.range_constexpr(cute.size(acc_h)):
+                    r, n = cH[i]
+                    col = i_v * BV + n
+                    if col < V:
+                        mHt[i_state, i_h, r, col] = acc_h[i]
+        else:
+            # An output warpgroup: chunks m = j, j + 2, ... of the walk.
+            j = wg - 1
+            o_qk, o_qs, o_pv, _ = self._mmas()
+            t_qk = o_qk.get_slice(wtid)
+            t_qs = o_qs.get_slice(wtid)
+            t_pv = o_pv.get_slice(wtid)
+            aQ = t_qk.make_fragment_A(t_qk.partition_A(sQ))
+            bK = t_qk.make_fragment_B(t_qk.partition_B(sK))
+            aQs = t_qs.make_fragment_A(t_qs.partition_A(sQ))
+            bH = t_qs.make_fragment_B(t_qs.partition_B(sH))
+            bV = t_pv.make_fragment_B(t_pv.partition_B(sV))
+            acc_s = t_qk.make_fragment_C(t_qk.partition_shape_C((BT, BT)))
+            acc_o2 = t_qs.make_fragment_C(t_qs.partition_shape_C((BT, BV)))
+            acc_o = t_pv.make_fragment_C(t_pv.partition_shape_C((BT, BV)))
+            cS = t_qk.partition_C(cute.make_identity_tensor((BT, BT)))
+            cO = t_pv.partition_C(cute.make_identity_tensor((BT, BV)))
+            yO = cute.make_rmem_tensor_like(acc_o, self.dtype)
+            for m in cutlass.range(j, nc, 2, unroll=1):
+                s = m % NS
+                b = m % NH
+                c = c_lo + m
+                t0 = bos + c * BT
+                cute.arch.mbarrier_wait(full + s, (m // NS) % 2)
+                warpgroup.fence()
+                _gemm(o_qk, acc_s, aQ[None, None, None, s], bK[None, None, None, s], False)
+                warpgroup.commit_group()
+                cute.arch.mbarrier_wait(ready + b, (m // NH) % 2)
+                _gemm(o_qs, acc_o2, aQs[None, None, None, s], bH[None, None, None, b], False)
+                warpgroup.commit_group()
+                warpgroup.wait_group(1)
+                n_ok = cutlass.min(BT, eos - t0)
+                for i in cutlass.range_constexpr(cute.size(acc_s)):
+                    qi, kj = cS[i]
+                    span = (dec[qi, 0, b] - dec[kj, 0, b]) + (dec[qi, 1, b] - dec[kj, 1, b])
+                    p = acc_s[i] * scale * cute.math.exp2(span * _LOG2E, fastmath=True)
+                    if kj > qi:
+                        p = Float32(0.0)
+                    acc_s[i] = p
+                aP = _acc_as_operand_a(acc_s, o_pv, self.dtype)
+                warpgroup.fence()
+                _gemm(o_pv, acc_o, aP, bV[None, None, None, s], False)
+                warpgroup.commit_group()
+                warpgroup.wait_group(0)
+                for i in cutlass.range_constexpr(cute.size(acc_o)):
+                    orow, ocol = cO[i]
+                    yO[i] = (acc_o[i] + acc_o2[i] * dec[orow, 3, b]).to(self.dtype)
+                cute.arch.mbarrier_arrive(free + b)
+                if n_ok == BT and (i_v + 1) * BV <= V:
+                    H = mO.shape[2]
+                    first = cute.assume(((i_b * T + t0) * H + i_h) * V + i_v * BV, divby=8)
+                    rows = cute.assume(H * V, divby=8)
+                    gO = cute.make_tensor(
+                        mO.iterator + first, cute.make_layout((BT, BV), stride=(rows, 1))
+                    )
+                    tOg = t_pv.partition_C(gO)
+                    cute.autovec_copy(
+                        cute.recast_tensor(yO, cutlass.Uint32),
+                        cute.recast_tensor(tOg, cutlass.Uint32),
+                    )
+                else:
+                    for i in cutlass.range_constexpr(cute.size(acc_o)):
+                        orow, ocol = cO[i]
+                        if orow < n_ok:
+                            if i_v * BV + ocol < V:
+                                mO[i_b, t0 + orow, i_h, i_v * BV + ocol] = yO[i]
+                # This warpgroup is done with the stage: its next tokens may load.
+                cute.arch.barrier(barrier_id=2 + j, number_of_threads=_THREADS)
+                if wtid < 32 and m + NS < nc:
+                    cute.arch.mbarrier_wait(empty + s, (m // NS) % 2)
+                    _issue(loads, full, c + NS, s, stage_bytes)
+
+
 def _build(key):
-    dtype, K, use_s0, store_ht, use_cu, overlap, store_h = key
+    dtype, K, use_s0, store_ht, use_cu, overlap, store_h, split = key
     x = TensorArg(dtype, (None, None, None, K), compact=False, align=16)
     v = TensorArg(dtype, (None, None, None, None), compact=False, align=16)
     gc = TensorArg(torch.float32, (None, None, 2, None), compact=True)
     s = TensorArg(torch.float32, (None, None, K, None), compact=True)
     o = TensorArg(dtype, (None, None, None, None), compact=True, align=16)
     scalars = (Float32(1.0), Int32(1), Int32(1))
-    fn = _Walk(_cute_dtype(dtype), K, use_s0, store_ht, use_cu, overlap, store_h)
+    cls = _WalkWS if split else _Walk
+    fn = cls(_cute_dtype(dtype), K, use_s0, store_ht, use_cu, overlap, store_h)
     cu = TensorArg(torch.int32, (None,), compact=True)
     h = TensorArg(dtype, (None, None, K, None), compact=True, align=16)
     return fn, (x, x, v, gc, s, o, s, cu, h), scalars, False
@@ -556,17 +871,21 @@ def _cute_dtype(dtype):
 _WALK = CompileCache("chunk_gla_fwd_walk", _build)
 
 
-def walk(q, k, v, gc, s0, o, ht, cu, scale: float, cps: int, nseg: int, h=None) -> None:
+def walk(
+    q, k, v, gc, s0, o, ht, cu, scale: float, cps: int, nseg: int, h=None, split: bool = False
+) -> None:
     """Launch the walk: ``o`` (``[B, T, H, V]``, contiguous) from q, k, v and the chunk
     log-decay ``gc``; from the states ``s0`` (``[B * nseg, H, K, V]`` float32; with packed
     sequences ``[N, H, K, V]``) at each segment's start, or zeros when None; the final states
     into ``ht`` when given (one segment only). ``cu``: int32 offsets of packed sequences
     (``B == 1``, one segment), or None. ``h``: when given (``[slots, H, K, V]`` of q's dtype,
     contiguous, slots as ``config._state_slots`` counts them), the state at each chunk's start
-    is stored there, rounded to q's dtype as the products read it."""
+    is stored there, rounded to q's dtype as the products read it. ``split``: the walk of three
+    warpgroups (_WalkWS), else that of one (_Walk)."""
     K = q.shape[-1]
     dummy = o.new_empty((1, 1, K, 1), dtype=torch.float32)
-    key = (q.dtype, K, s0 is not None, ht is not None, cu is not None, OVERLAP, h is not None)
+    flags = (s0 is not None, ht is not None, cu is not None, OVERLAP, h is not None)
+    key = (q.dtype, K, *flags, split)
     fn = _WALK.get(key)
     if cu is None:
         cu = o.new_empty((2,), dtype=torch.int32)

@@ -373,7 +373,10 @@ def _cute_fwd(q, k, v, g, o, h, h0, ht, cu, scale, N, NT, NS, mode, plan):
     s0 = h0 if nseg == 1 else _segment_starts(o, k, v, gc, h0, ht, N, NT, mode, plan)
     cu32 = None if cu is None else cu.clamp(0, T).to(torch.int32)
     hs = h if h.shape[0] else None
-    cute.walk(q, k, v, gc, s0, o, ht if nseg == 1 else None, cu32, float(scale), cps, nseg, hs)
+    rows = N if cu is not None else B * nseg
+    split = config._cute_walk_split(q.device, cdiv(v.shape[-1], cute.BV) * H * rows)
+    args = (o, ht if nseg == 1 else None, cu32, float(scale), cps, nseg, hs)
+    cute.walk(q, k, v, gc, s0, *args, split=split)
     return o, h, ht
 
 
