@@ -222,6 +222,105 @@ def _zero_uncovered(mO, mCu, i_z, i_h, i_v, bos, eos, tid, nthreads: cutlass.Con
                 mO[0, e // BV, i_h, i_v * BV + e % BV] = zero
 
 
+@cute.jit
+def _start_state(acc_h, cH, mS0, i_state, i_h, i_v, use_s0: cutlass.Constexpr):
+    """The state at the walk's start into the accumulator ``acc_h`` (coordinates ``cH``): its
+    columns of ``mS0[i_state, i_h]`` with ``use_s0``, else zeros."""
+    V = mS0.shape[3]
+    for i in cutlass.range_constexpr(cute.size(acc_h)):
+        acc_h[i] = Float32(0.0)
+        if const_expr(use_s0):
+            r, n = cH[i]
+            col = i_v * BV + n
+            if col < V:
+                acc_h[i] = mS0[i_state, i_h, r, col]
+
+
+@cute.jit
+def _end_state(acc_h, cH, mHt, i_state, i_h, i_v):
+    """The state after the walk, the accumulator ``acc_h`` (coordinates ``cH``), into its columns
+    of ``mHt[i_state, i_h]``."""
+    V = mHt.shape[3]
+    for i in cutlass.range_constexpr(cute.size(acc_h)):
+        r, n = cH[i]
+        col = i_v * BV + n
+        if col < V:
+            mHt[i_state, i_h, r, col] = acc_h[i]
+
+
+@cute.jit
+def _decay_v(zV, zVd, dec, tid, s, dtype: cutlass.Constexpr):
+    """vd = v * exp(G_L - G_j) from stage s of v into vd, 8 columns (16 bytes, which the
+    128-byte swizzle keeps together) at a time, by thread ``tid`` of one warpgroup, with the
+    factors of the log-decay table ``dec``."""
+    for i in cutlass.range_constexpr(BT * BV // 8 // _THREADS):
+        e = tid + i * _THREADS
+        x = zV[None, (e % (BV // 8), e // (BV // 8), s)].load().to(Float32)
+        y = x * dec[e // (BV // 8), 2]
+        zVd[None, (e % (BV // 8), e // (BV // 8), 0)].store(y.to(dtype))
+
+
+@cute.jit
+def _form_p(acc_s, cS, dec, scale):
+    """P = A * scale * exp(G_i - G_j) for j <= i, 0 above the diagonal, in place in the
+    accumulator ``acc_s`` of A = q k^T (coordinates ``cS``), with the log-decay table ``dec``.
+    Rows past the chunk's last token may get inf or NaN here (their q rows are zeros and their
+    decay unbounded): they reach only their own output rows, never stored."""
+    for i in cutlass.range_constexpr(cute.size(acc_s)):
+        qi, kj = cS[i]
+        span = (dec[qi, 0] - dec[kj, 0]) + (dec[qi, 1] - dec[kj, 1])
+        p = acc_s[i] * scale * cute.math.exp2(span * _LOG2E, fastmath=True)
+        if kj > qi:
+            p = Float32(0.0)
+        acc_s[i] = p
+
+
+@cute.jit
+def _store_output(mO, yO, t_pv, cO, i_b, t0, i_h, i_v, n_ok):
+    """The chunk's output ``yO`` (16-bit, in the accumulator layout of ``t_pv``, coordinates
+    ``cO``) into ``mO[i_b, t0:t0 + n_ok, i_h]``, V block i_v. A whole tile goes out as pairs of
+    columns, adjacent in the accumulator and in o: o is contiguous and V a multiple of 8, so the
+    tile's first element and its rows are 16-byte aligned."""
+    T = mO.shape[1]
+    H = mO.shape[2]
+    V = mO.shape[3]
+    if n_ok == BT and (i_v + 1) * BV <= V:
+        first = cute.assume(((i_b * T + t0) * H + i_h) * V + i_v * BV, divby=8)
+        rows = cute.assume(H * V, divby=8)
+        gO = cute.make_tensor(mO.iterator + first, cute.make_layout((BT, BV), stride=(rows, 1)))
+        tOg = t_pv.partition_C(gO)
+        cute.autovec_copy(
+            cute.recast_tensor(yO, cutlass.Uint32), cute.recast_tensor(tOg, cutlass.Uint32)
+        )
+    else:
+        for i in cutlass.range_constexpr(cute.size(yO)):
+            orow, ocol = cO[i]
+            if orow < n_ok:
+                if i_v * BV + ocol < V:
+                    mO[i_b, t0 + orow, i_h, i_v * BV + ocol] = yO[i]
+
+
+@cute.jit
+def _output_operands(qk, qs, pv, tid, sQ, sK, sH, sV):
+    """Thread ``tid``'s slice of the output's products (q k^T, q S16, P v) over the shared tiles,
+    staged as they are: ``pv``'s slice, the fragments (q and k of q k^T, q and S16 of q S16, v of
+    P v), the accumulators of A, q S16 and P v, and the coordinates of A's and the output's."""
+    t_qk = qk.get_slice(tid)
+    t_qs = qs.get_slice(tid)
+    t_pv = pv.get_slice(tid)
+    aQ = t_qk.make_fragment_A(t_qk.partition_A(sQ))  # (MMA, M, K, stage)
+    bK = t_qk.make_fragment_B(t_qk.partition_B(sK))
+    aQs = t_qs.make_fragment_A(t_qs.partition_A(sQ))
+    bH = t_qs.make_fragment_B(t_qs.partition_B(sH))
+    bV = t_pv.make_fragment_B(t_pv.partition_B(sV))
+    acc_s = t_qk.make_fragment_C(t_qk.partition_shape_C((BT, BT)))
+    acc_o2 = t_qs.make_fragment_C(t_qs.partition_shape_C((BT, BV)))
+    acc_o = t_pv.make_fragment_C(t_pv.partition_shape_C((BT, BV)))
+    cS = t_qk.partition_C(cute.make_identity_tensor((BT, BT)))
+    cO = t_pv.partition_C(cute.make_identity_tensor((BT, BV)))
+    return t_pv, aQ, bK, aQs, bH, bV, acc_s, acc_o2, acc_o, cS, cO
+
+
 class _Walk:
     """The walk for one (dtype, K, flags): see the module docstring."""
 
@@ -230,6 +329,7 @@ class _Walk:
     hbuf = 1  # 16-bit state tiles
     vdbuf = 1  # decayed v tiles
     nbars = _STAGES  # mbarriers
+    split = False  # three warpgroups (_WalkWS)
 
     def __init__(
         self,
@@ -367,7 +467,6 @@ class _Walk:
         tid, _, _ = cute.arch.thread_idx()
         i_v, i_h, i_z = cute.arch.block_idx()
         T = mO.shape[1]
-        V = mO.shape[3]
         i_b, bos, eos, c_lo, c_hi, i_state, slot0 = _bounds(mCu, i_z, T, cps, nseg, self.use_cu)
 
         smem = utils.SmemAllocator()
@@ -377,18 +476,27 @@ class _Walk:
         sK = st.k.get_tensor(sk_l.outer, swizzle=sk_l.inner)  # (BT, K, stage)
         sV = st.v.get_tensor(sv_l.outer, swizzle=sv_l.inner)  # (BV, BT, stage)
         sVd = st.vd.get_tensor(svd_l.outer, swizzle=svd_l.inner)  # (BV, BT, 1)
-        sH = st.h.get_tensor(sh_l.outer, swizzle=sh_l.inner)  # (BV, K, 1)
+        sH = st.h.get_tensor(sh_l.outer, swizzle=sh_l.inner)  # (BV, K, state tile)
         # k^T: the same bytes as the (tokens, K) tile, as an M-major (K, tokens) operand.
         sKt = cute.make_tensor(sK.iterator, cute.select(sK.layout, mode=[1, 0, 2]))
         # S16 as (K, V) to be written from the state's accumulator.
         sHmn = cute.make_tensor(sH.iterator, cute.select(sH.layout, mode=[1, 0, 2]))
-        dec = st.dec.get_tensor(cute.make_layout((BT, 5)))  # G, C, exp(G_L - G), scale*exp(G), G_L
+        # Per state tile: G, C, exp(G_L - G), scale*exp(G), G_L of the chunk whose state it holds.
+        decs = st.dec.get_tensor(cute.make_layout((BT, 5, self.hbuf)))
 
         warp = cute.arch.make_warp_uniform(cute.arch.warp_idx())
         if warp == 0:
             with cute.arch.elect_one():
-                for s in cutlass.range_constexpr(_STAGES):
+                # full per stage (its TMA loads landed); with three warpgroups also empty per
+                # stage (its k and v read by the state's warpgroup), ready per state tile (it
+                # and its table written) and free (both read by an output warpgroup).
+                for s in cutlass.range_constexpr(self.stages):
                     cute.arch.mbarrier_init(bars + s, 1)
+                    if const_expr(self.split):
+                        cute.arch.mbarrier_init(bars + self.stages + s, _THREADS)
+                if const_expr(self.split):
+                    for b in cutlass.range_constexpr(2 * self.hbuf):
+                        cute.arch.mbarrier_init(bars + 2 * self.stages + b, _THREADS)
             cute.arch.mbarrier_init_fence()
             cpasync.prefetch_descriptor(tma_q)
             cpasync.prefetch_descriptor(tma_k)
@@ -421,271 +529,135 @@ class _Walk:
 
         loads = (tma_q, tQg, tQs, tma_k, tKg, tKs, tma_v, tVg, tVs)
         if warp == 0:
-            for s in cutlass.range_constexpr(_STAGES):
+            for s in cutlass.range_constexpr(self.stages):
                 if c_lo + s < c_hi:
                     _issue(loads, bars, c_lo + s, s, stage_bytes)
 
-        t_qk = qk.get_slice(tid)
-        t_qs = qs.get_slice(tid)
-        t_pv = pv.get_slice(tid)
-        t_kv = kv.get_slice(tid)
-        aQ = t_qk.make_fragment_A(t_qk.partition_A(sQ))  # (MMA, M, K, stage)
-        bK = t_qk.make_fragment_B(t_qk.partition_B(sK))
-        aQs = t_qs.make_fragment_A(t_qs.partition_A(sQ))
-        bH = t_qs.make_fragment_B(t_qs.partition_B(sH))
-        bV = t_pv.make_fragment_B(t_pv.partition_B(sV))
-        aKt = t_kv.make_fragment_A(t_kv.partition_A(sKt))
-        bVd = t_kv.make_fragment_B(t_kv.partition_B(sVd))
+        if const_expr(self.split):
+            self._three_warpgroups(
+                tma_h, gh, mGc, mS0, mO, mHt, mCu, scale, i_v, i_h, i_z, i_b, bos, eos, c_lo,
+                c_hi, i_state, slot0, sQ, sK, sV, sVd, sH, sKt, sHmn, decs, bars, loads,
+                stage_bytes,
+            )  # fmt: skip
+        else:
+            dec = decs[None, None, 0]
+            t_pv, aQ, bK, aQs, bH, bV, acc_s, acc_o2, acc_o, cS, cO = _output_operands(
+                qk, qs, pv, tid, sQ, sK, sH, sV
+            )
+            t_kv = kv.get_slice(tid)
+            aKt = t_kv.make_fragment_A(t_kv.partition_A(sKt))
+            bVd = t_kv.make_fragment_B(t_kv.partition_B(sVd))
+            acc_h = t_kv.make_fragment_C(t_kv.partition_shape_C((K, BV)))
+            cH = t_kv.partition_C(cute.make_identity_tensor((K, BV)))
+            tHs = t_kv.partition_C(sHmn[None, None, 0])
+            hb = cute.make_rmem_tensor_like(acc_h, self.dtype)  # the state rounded, to store
+            yO = cute.make_rmem_tensor_like(acc_o, self.dtype)  # the chunk's output
+            zV = cute.zipped_divide(sV, (8, 1, 1))  # ((8, 1, 1), (BV / 8, BT, stage))
+            zVd = cute.zipped_divide(sVd, (8, 1, 1))
 
-        acc_s = t_qk.make_fragment_C(t_qk.partition_shape_C((BT, BT)))
-        acc_o2 = t_qs.make_fragment_C(t_qs.partition_shape_C((BT, BV)))
-        acc_o = t_pv.make_fragment_C(t_pv.partition_shape_C((BT, BV)))
-        acc_h = t_kv.make_fragment_C(t_kv.partition_shape_C((K, BV)))
-        cS = t_qk.partition_C(cute.make_identity_tensor((BT, BT)))
-        cO = t_pv.partition_C(cute.make_identity_tensor((BT, BV)))
-        cH = t_kv.partition_C(cute.make_identity_tensor((K, BV)))
-        tHs = t_kv.partition_C(sHmn[None, None, 0])
-        hb = cute.make_rmem_tensor_like(acc_h, self.dtype)  # the state rounded, to store
-        yO = cute.make_rmem_tensor_like(acc_o, self.dtype)  # the chunk's output
-        zV = cute.zipped_divide(sV, (8, 1, 1))  # ((8, 1, 1), (BV / 8, BT, stage))
-        zVd = cute.zipped_divide(sVd, (8, 1, 1))
-
-        # The state at the walk's start.
-        for i in cutlass.range_constexpr(cute.size(acc_h)):
-            acc_h[i] = Float32(0.0)
-            if const_expr(self.use_s0):
-                r, n = cH[i]
-                col = i_v * BV + n
-                if col < V:
-                    acc_h[i] = mS0[i_state, i_h, r, col]
-            tHs[i] = acc_h[i].to(self.dtype)
-
-        if c_lo < c_hi:
-            g0, cc0, gl0, cl0 = _load_decay(mGc, i_b, i_h, bos + c_lo * BT, eos, tid)
-            _publish_decay(dec, tid, g0, cc0, gl0, cl0, scale)
-        cute.arch.fence_proxy("async.shared", space="cta")
-        cute.arch.sync_threads()
-
-        for c in cutlass.range(c_lo, c_hi, unroll=1):
-            s = (c - c_lo) % _STAGES
-            phase = ((c - c_lo) // _STAGES) % 2
-            t0 = bos + c * BT
-            t1 = bos + cutlass.min(c + 1, c_hi - 1) * BT
-            g1, cc1, gl1, cl1 = _load_decay(mGc, i_b, i_h, t1, eos, tid)
-            if const_expr(self.store_h):
-                # The state at the chunk's start, as the 16-bit copy the products read, goes
-                # out by TMA while the chunk runs; it is rewritten only after the store has
-                # read it (the wait before the chunk's last barrier but one).
-                if warp == 0:
-                    ts, tg = _tma_tiles(tma_h, sH, gh, (BV, K), i_h, slot0 + c)
-                    cute.copy(tma_h, ts[None, 0], tg[None, i_v])
-                    cute.arch.cp_async_bulk_commit_group()
-            cute.arch.mbarrier_wait(bars + s, phase)
-
-            warpgroup.fence()
-            _gemm(qk, acc_s, aQ[None, None, None, s], bK[None, None, None, s], False)
-            if const_expr(self.overlap):
-                warpgroup.commit_group()
-            _gemm(qs, acc_o2, aQs[None, None, None, s], bH[None, None, None, 0], False)
-            warpgroup.commit_group()
-
-            # vd = v * exp(G_L - G_j) into shared memory, while the products run: 8 columns
-            # (16 bytes, which the 128-byte swizzle keeps together) at a time.
-            for i in cutlass.range_constexpr(BT * BV // 8 // _THREADS):
-                e = tid + i * _THREADS
-                x = zV[None, (e % (BV // 8), e // (BV // 8), s)].load().to(Float32)
-                y = x * dec[e // (BV // 8), 2]
-                zVd[None, (e % (BV // 8), e // (BV // 8), 0)].store(y.to(self.dtype))
-            cute.arch.fence_proxy("async.shared", space="cta")
-
-            # A = q k^T is needed now; with overlap, q S16 may still run.
-            warpgroup.wait_group(1 if const_expr(self.overlap) else 0)
-            n_ok = cutlass.min(BT, eos - t0)
-            # Rows past the chunk's last token may get inf or NaN here (their q rows are zeros
-            # and their decay unbounded): they reach only their own output rows, never stored.
-            for i in cutlass.range_constexpr(cute.size(acc_s)):
-                qi, kj = cS[i]
-                span = (dec[qi, 0] - dec[kj, 0]) + (dec[qi, 1] - dec[kj, 1])
-                p = acc_s[i] * scale * cute.math.exp2(span * _LOG2E, fastmath=True)
-                if kj > qi:
-                    p = Float32(0.0)
-                acc_s[i] = p
-            aP = _acc_as_operand_a(acc_s, pv, self.dtype)
-            egl = cute.math.exp2(dec[0, 4] * _LOG2E, fastmath=True)
+            # The state at the walk's start.
+            _start_state(acc_h, cH, mS0, i_state, i_h, i_v, self.use_s0)
             for i in cutlass.range_constexpr(cute.size(acc_h)):
-                acc_h[i] = acc_h[i] * egl
+                tHs[i] = acc_h[i].to(self.dtype)
+
+            if c_lo < c_hi:
+                g0, cc0, gl0, cl0 = _load_decay(mGc, i_b, i_h, bos + c_lo * BT, eos, tid)
+                _publish_decay(dec, tid, g0, cc0, gl0, cl0, scale)
+            cute.arch.fence_proxy("async.shared", space="cta")
             cute.arch.sync_threads()
 
-            warpgroup.fence()
-            _gemm(pv, acc_o, aP, bV[None, None, None, s], False)
-            if const_expr(self.overlap):
-                warpgroup.commit_group()
-            _gemm(kv, acc_h, aKt[None, None, None, s], bVd[None, None, None, 0], True)
-            warpgroup.commit_group()
-            # The output's products (and q S16, committed before) are needed now; with
-            # overlap, the state's product still runs under the output's stores.
-            warpgroup.wait_group(1 if const_expr(self.overlap) else 0)
+            for c in cutlass.range(c_lo, c_hi, unroll=1):
+                s = (c - c_lo) % _STAGES
+                phase = ((c - c_lo) // _STAGES) % 2
+                t0 = bos + c * BT
+                t1 = bos + cutlass.min(c + 1, c_hi - 1) * BT
+                g1, cc1, gl1, cl1 = _load_decay(mGc, i_b, i_h, t1, eos, tid)
+                if const_expr(self.store_h):
+                    # The state at the chunk's start, as the 16-bit copy the products read, goes
+                    # out by TMA while the chunk runs; it is rewritten only after the store has
+                    # read it (the wait before the chunk's last barrier but one).
+                    if warp == 0:
+                        ts, tg = _tma_tiles(tma_h, sH, gh, (BV, K), i_h, slot0 + c)
+                        cute.copy(tma_h, ts[None, 0], tg[None, i_v])
+                        cute.arch.cp_async_bulk_commit_group()
+                cute.arch.mbarrier_wait(bars + s, phase)
 
-            for i in cutlass.range_constexpr(cute.size(acc_o)):
-                orow, ocol = cO[i]
-                yO[i] = (acc_o[i] + acc_o2[i] * dec[orow, 3]).to(self.dtype)
-            if n_ok == BT and (i_v + 1) * BV <= V:
-                # A whole tile: pairs of columns are adjacent in the accumulator and in o.
-                # o is contiguous and V a multiple of 8, so the tile's first element and its
-                # rows are 16-byte aligned.
-                H = mO.shape[2]
-                first = cute.assume(((i_b * T + t0) * H + i_h) * V + i_v * BV, divby=8)
-                rows = cute.assume(H * V, divby=8)
-                gO = cute.make_tensor(
-                    mO.iterator + first, cute.make_layout((BT, BV), stride=(rows, 1))
-                )
-                tOg = t_pv.partition_C(gO)
-                cute.autovec_copy(
-                    cute.recast_tensor(yO, cutlass.Uint32), cute.recast_tensor(tOg, cutlass.Uint32)
-                )
-            else:
+                warpgroup.fence()
+                _gemm(qk, acc_s, aQ[None, None, None, s], bK[None, None, None, s], False)
+                if const_expr(self.overlap):
+                    warpgroup.commit_group()
+                _gemm(qs, acc_o2, aQs[None, None, None, s], bH[None, None, None, 0], False)
+                warpgroup.commit_group()
+
+                # vd = v * exp(G_L - G_j) into shared memory, while the products run: 8 columns
+                # (16 bytes, which the 128-byte swizzle keeps together) at a time.
+                _decay_v(zV, zVd, dec, tid, s, self.dtype)
+                cute.arch.fence_proxy("async.shared", space="cta")
+
+                # A = q k^T is needed now; with overlap, q S16 may still run.
+                warpgroup.wait_group(1 if const_expr(self.overlap) else 0)
+                n_ok = cutlass.min(BT, eos - t0)
+                _form_p(acc_s, cS, dec, scale)
+                aP = _acc_as_operand_a(acc_s, pv, self.dtype)
+                egl = cute.math.exp2(dec[0, 4] * _LOG2E, fastmath=True)
+                for i in cutlass.range_constexpr(cute.size(acc_h)):
+                    acc_h[i] = acc_h[i] * egl
+                cute.arch.sync_threads()
+
+                warpgroup.fence()
+                _gemm(pv, acc_o, aP, bV[None, None, None, s], False)
+                if const_expr(self.overlap):
+                    warpgroup.commit_group()
+                _gemm(kv, acc_h, aKt[None, None, None, s], bVd[None, None, None, 0], True)
+                warpgroup.commit_group()
+                # The output's products (and q S16, committed before) are needed now; with
+                # overlap, the state's product still runs under the output's stores.
+                warpgroup.wait_group(1 if const_expr(self.overlap) else 0)
+
                 for i in cutlass.range_constexpr(cute.size(acc_o)):
                     orow, ocol = cO[i]
-                    if orow < n_ok:
-                        if i_v * BV + ocol < V:
-                            mO[i_b, t0 + orow, i_h, i_v * BV + ocol] = yO[i]
-            warpgroup.wait_group(0)
-            if const_expr(self.store_h):
-                if warp == 0:
-                    cute.arch.cp_async_bulk_wait_group(0, read=True)
-            cute.arch.sync_threads()
+                    yO[i] = (acc_o[i] + acc_o2[i] * dec[orow, 3]).to(self.dtype)
+                _store_output(mO, yO, t_pv, cO, i_b, t0, i_h, i_v, n_ok)
+                warpgroup.wait_group(0)
+                if const_expr(self.store_h):
+                    if warp == 0:
+                        cute.arch.cp_async_bulk_wait_group(0, read=True)
+                cute.arch.sync_threads()
 
-            # The state for the next chunk, its log-decay, and the stage's next loads.
-            hb.store(acc_h.load().to(self.dtype))
-            cute.autovec_copy(hb, tHs)
-            _publish_decay(dec, tid, g1, cc1, gl1, cl1, scale)
-            cute.arch.fence_proxy("async.shared", space="cta")
-            if warp == 0 and c + _STAGES < c_hi:
-                _issue(loads, bars, c + _STAGES, s, stage_bytes)
-            cute.arch.sync_threads()
+                # The state for the next chunk, its log-decay, and the stage's next loads.
+                hb.store(acc_h.load().to(self.dtype))
+                cute.autovec_copy(hb, tHs)
+                _publish_decay(dec, tid, g1, cc1, gl1, cl1, scale)
+                cute.arch.fence_proxy("async.shared", space="cta")
+                if warp == 0 and c + _STAGES < c_hi:
+                    _issue(loads, bars, c + _STAGES, s, stage_bytes)
+                cute.arch.sync_threads()
 
-        if const_expr(self.use_cu):
-            _zero_uncovered(mO, mCu, i_z, i_h, i_v, bos, eos, tid, _THREADS)
+            if const_expr(self.use_cu):
+                _zero_uncovered(mO, mCu, i_z, i_h, i_v, bos, eos, tid, _THREADS)
 
-        if const_expr(self.store_ht):
-            for i in cutlass.range_constexpr(cute.size(acc_h)):
-                r, n = cH[i]
-                col = i_v * BV + n
-                if col < V:
-                    mHt[i_state, i_h, r, col] = acc_h[i]
+            if const_expr(self.store_ht):
+                _end_state(acc_h, cH, mHt, i_state, i_h, i_v)
 
-
-class _WalkWS(_Walk):
-    """The walk with its work split between three warpgroups (Note [chunk_gla CuTe walk's
-    warpgroups]): one walks the state, two compute the chunks' outputs, taking turns."""
-
-    threads = 3 * _THREADS
-    stages = 4  # tiles of q, k and v
-    hbuf = 3  # 16-bit state tiles, each with its chunk's log-decay table
-    nbars = 2 * stages + 2 * hbuf  # full and empty per stage, ready and free per state tile
-
-    @cute.kernel
-    def kernel(
-        self,
-        qk: cute.TiledMma,
-        qs: cute.TiledMma,
-        pv: cute.TiledMma,
-        kv: cute.TiledMma,
-        tma_q: cute.CopyAtom,
-        gq: cute.Tensor,
-        tma_k: cute.CopyAtom,
-        gk: cute.Tensor,
-        tma_v: cute.CopyAtom,
-        gv: cute.Tensor,
-        tma_h: cute.CopyAtom,
-        gh: cute.Tensor,
-        mGc: cute.Tensor,
-        mS0: cute.Tensor,
-        mO: cute.Tensor,
-        mHt: cute.Tensor,
-        mCu: cute.Tensor,
-        scale: Float32,
-        cps: Int32,
-        nseg: Int32,
-        sq_l: cute.ComposedLayout,
-        sk_l: cute.ComposedLayout,
-        sv_l: cute.ComposedLayout,
-        svd_l: cute.ComposedLayout,
-        sh_l: cute.ComposedLayout,
-        Shared: cutlass.Constexpr,
+    @cute.jit
+    def _three_warpgroups(
+        self, tma_h, gh, mGc, mS0, mO, mHt, mCu, scale, i_v, i_h, i_z, i_b, bos, eos, c_lo, c_hi,
+        i_state, slot0, sQ, sK, sV, sVd, sH, sKt, sHmn, dec, bars, loads,
         stage_bytes: cutlass.Constexpr,
-    ):
+    ):  # fmt: skip
+        """The kernel's body with three warpgroups (Note [chunk_gla CuTe walk's warpgroups])."""
         K = self.K
         NS = self.stages
         NH = self.hbuf
-        tid, _, _ = cute.arch.thread_idx()
-        i_v, i_h, i_z = cute.arch.block_idx()
-        T = mO.shape[1]
-        V = mO.shape[3]
-        i_b, bos, eos, c_lo, c_hi, i_state, slot0 = _bounds(mCu, i_z, T, cps, nseg, self.use_cu)
         nc = c_hi - c_lo
-
-        smem = utils.SmemAllocator()
-        st = smem.allocate(Shared)
-        full = st.bars.data_ptr()  # stage's tokens landed (TMA)
-        empty = full + NS  # stage's k and v read by the state's warpgroup
-        ready = full + 2 * NS  # state tile and log-decay table written
-        free = full + 2 * NS + NH  # state tile and table read by an output warpgroup
-        sQ = st.q.get_tensor(sq_l.outer, swizzle=sq_l.inner)  # (BT, K, stage)
-        sK = st.k.get_tensor(sk_l.outer, swizzle=sk_l.inner)  # (BT, K, stage)
-        sV = st.v.get_tensor(sv_l.outer, swizzle=sv_l.inner)  # (BV, BT, stage)
-        sVd = st.vd.get_tensor(svd_l.outer, swizzle=svd_l.inner)  # (BV, BT, 1)
-        sH = st.h.get_tensor(sh_l.outer, swizzle=sh_l.inner)  # (BV, K, tile)
-        sKt = cute.make_tensor(sK.iterator, cute.select(sK.layout, mode=[1, 0, 2]))
-        sHmn = cute.make_tensor(sH.iterator, cute.select(sH.layout, mode=[1, 0, 2]))
-        # Per tile: G, C, exp(G_L - G), scale*exp(G), G_L of the chunk whose state it holds.
-        dec = st.dec.get_tensor(cute.make_layout((BT, 5, NH)))
-
+        full = bars  # stage's tokens landed (TMA)
+        empty = bars + NS  # stage's k and v read by the state's warpgroup
+        ready = bars + 2 * NS  # state tile and log-decay table written
+        free = bars + 2 * NS + NH  # state tile and table read by an output warpgroup
+        tid, _, _ = cute.arch.thread_idx()
         warp = cute.arch.make_warp_uniform(cute.arch.warp_idx())
         wg = warp // 4
         wtid = tid % _THREADS
-        if warp == 0:
-            with cute.arch.elect_one():
-                for s in cutlass.range_constexpr(NS):
-                    cute.arch.mbarrier_init(full + s, 1)
-                    cute.arch.mbarrier_init(empty + s, _THREADS)
-                for b in cutlass.range_constexpr(NH):
-                    cute.arch.mbarrier_init(ready + b, _THREADS)
-                    cute.arch.mbarrier_init(free + b, _THREADS)
-            cute.arch.mbarrier_init_fence()
-            cpasync.prefetch_descriptor(tma_q)
-            cpasync.prefetch_descriptor(tma_k)
-            cpasync.prefetch_descriptor(tma_v)
-            if const_expr(self.store_h):
-                cpasync.prefetch_descriptor(tma_h)
-
-        gq_s = gq[None, None, i_h, i_b]
-        gk_s = gk[None, None, i_h, i_b]
-        gv_s = gv[None, None, i_h, i_b]
-        if const_expr(self.use_cu):
-            gq_s = cute.domain_offset((bos, 0), gq_s)
-            gk_s = cute.domain_offset((bos, 0), gk_s)
-            gv_s = cute.domain_offset((0, bos), gv_s)
-        gQ = cute.local_tile(gq_s, (BT, K), (None, 0))
-        gK = cute.local_tile(gk_s, (BT, K), (None, 0))
-        gV = cute.local_tile(gv_s, (BV, BT), (i_v, None))
-        tQs, tQg = cpasync.tma_partition(
-            tma_q, 0, cute.make_layout(1), cute.group_modes(sQ, 0, 2), cute.group_modes(gQ, 0, 2)
-        )
-        tKs, tKg = cpasync.tma_partition(
-            tma_k, 0, cute.make_layout(1), cute.group_modes(sK, 0, 2), cute.group_modes(gK, 0, 2)
-        )
-        tVs, tVg = cpasync.tma_partition(
-            tma_v, 0, cute.make_layout(1), cute.group_modes(sV, 0, 2), cute.group_modes(gV, 0, 2)
-        )
-        cute.arch.sync_threads()
-
-        loads = (tma_q, tQg, tQs, tma_k, tKg, tKs, tma_v, tVg, tVs)
-        if warp == 0:
-            for s in cutlass.range_constexpr(NS):
-                if s < nc:
-                    _issue(loads, full, c_lo + s, s, stage_bytes)
-
         if wg == 0:
             # The state's warpgroup: S(m + 1) = exp(G_L) S(m) + k^T vd, publishing each S(m)
             # rounded to 16 bits, with chunk m's log-decay table, for the output's warpgroups.
@@ -698,13 +670,7 @@ class _WalkWS(_Walk):
             hb = cute.make_rmem_tensor_like(acc_h, self.dtype)
             zV = cute.zipped_divide(sV, (8, 1, 1))
             zVd = cute.zipped_divide(sVd, (8, 1, 1))
-            for i in cutlass.range_constexpr(cute.size(acc_h)):
-                acc_h[i] = Float32(0.0)
-                if const_expr(self.use_s0):
-                    r, n = cH[i]
-                    col = i_v * BV + n
-                    if col < V:
-                        acc_h[i] = mS0[i_state, i_h, r, col]
+            _start_state(acc_h, cH, mS0, i_state, i_h, i_v, self.use_s0)
             if nc > 0:
                 g0, cc0, gl0, cl0 = _load_decay(mGc, i_b, i_h, bos + c_lo * BT, eos, wtid)
                 _publish_decay(dec[None, None, 0], wtid, g0, cc0, gl0, cl0, scale)
@@ -725,11 +691,7 @@ class _WalkWS(_Walk):
                 b1 = (m + 1) % NH
                 cute.arch.mbarrier_wait(full + s, (m // NS) % 2)
                 # vd = v * exp(G_L - G_j), 16 bytes at a time.
-                for i in cutlass.range_constexpr(BT * BV // 8 // _THREADS):
-                    e = wtid + i * _THREADS
-                    x = zV[None, (e % (BV // 8), e // (BV // 8), s)].load().to(Float32)
-                    y = x * dec[e // (BV // 8), 2, b]
-                    zVd[None, (e % (BV // 8), e // (BV // 8), 0)].store(y.to(self.dtype))
+                _decay_v(zV, zVd, dec[None, None, b], wtid, s, self.dtype)
                 cute.arch.fence_proxy("async.shared", space="cta")
                 if const_expr(self.store_h):
                     if warp == 0:
@@ -771,28 +733,14 @@ class _WalkWS(_Walk):
             if const_expr(self.use_cu):
                 _zero_uncovered(mO, mCu, i_z, i_h, i_v, bos, eos, wtid, _THREADS)
             if const_expr(self.store_ht):
-                for i in cutlass.range_constexpr(cute.size(acc_h)):
-                    r, n = cH[i]
-                    col = i_v * BV + n
-                    if col < V:
-                        mHt[i_state, i_h, r, col] = acc_h[i]
+                _end_state(acc_h, cH, mHt, i_state, i_h, i_v)
         else:
             # An output warpgroup: chunks m = j, j + 2, ... of the walk.
             j = wg - 1
             o_qk, o_qs, o_pv, _ = self._mmas()
-            t_qk = o_qk.get_slice(wtid)
-            t_qs = o_qs.get_slice(wtid)
-            t_pv = o_pv.get_slice(wtid)
-            aQ = t_qk.make_fragment_A(t_qk.partition_A(sQ))
-            bK = t_qk.make_fragment_B(t_qk.partition_B(sK))
-            aQs = t_qs.make_fragment_A(t_qs.partition_A(sQ))
-            bH = t_qs.make_fragment_B(t_qs.partition_B(sH))
-            bV = t_pv.make_fragment_B(t_pv.partition_B(sV))
-            acc_s = t_qk.make_fragment_C(t_qk.partition_shape_C((BT, BT)))
-            acc_o2 = t_qs.make_fragment_C(t_qs.partition_shape_C((BT, BV)))
-            acc_o = t_pv.make_fragment_C(t_pv.partition_shape_C((BT, BV)))
-            cS = t_qk.partition_C(cute.make_identity_tensor((BT, BT)))
-            cO = t_pv.partition_C(cute.make_identity_tensor((BT, BV)))
+            t_pv, aQ, bK, aQs, bH, bV, acc_s, acc_o2, acc_o, cS, cO = _output_operands(
+                o_qk, o_qs, o_pv, wtid, sQ, sK, sH, sV
+            )
             yO = cute.make_rmem_tensor_like(acc_o, self.dtype)
             for m in cutlass.range(j, nc, 2, unroll=1):
                 s = m % NS
@@ -808,13 +756,7 @@ class _WalkWS(_Walk):
                 warpgroup.commit_group()
                 warpgroup.wait_group(1)
                 n_ok = cutlass.min(BT, eos - t0)
-                for i in cutlass.range_constexpr(cute.size(acc_s)):
-                    qi, kj = cS[i]
-                    span = (dec[qi, 0, b] - dec[kj, 0, b]) + (dec[qi, 1, b] - dec[kj, 1, b])
-                    p = acc_s[i] * scale * cute.math.exp2(span * _LOG2E, fastmath=True)
-                    if kj > qi:
-                        p = Float32(0.0)
-                    acc_s[i] = p
+                _form_p(acc_s, cS, dec[None, None, b], scale)
                 aP = _acc_as_operand_a(acc_s, o_pv, self.dtype)
                 warpgroup.fence()
                 _gemm(o_pv, acc_o, aP, bV[None, None, None, s], False)
@@ -824,29 +766,23 @@ class _WalkWS(_Walk):
                     orow, ocol = cO[i]
                     yO[i] = (acc_o[i] + acc_o2[i] * dec[orow, 3, b]).to(self.dtype)
                 cute.arch.mbarrier_arrive(free + b)
-                if n_ok == BT and (i_v + 1) * BV <= V:
-                    H = mO.shape[2]
-                    first = cute.assume(((i_b * T + t0) * H + i_h) * V + i_v * BV, divby=8)
-                    rows = cute.assume(H * V, divby=8)
-                    gO = cute.make_tensor(
-                        mO.iterator + first, cute.make_layout((BT, BV), stride=(rows, 1))
-                    )
-                    tOg = t_pv.partition_C(gO)
-                    cute.autovec_copy(
-                        cute.recast_tensor(yO, cutlass.Uint32),
-                        cute.recast_tensor(tOg, cutlass.Uint32),
-                    )
-                else:
-                    for i in cutlass.range_constexpr(cute.size(acc_o)):
-                        orow, ocol = cO[i]
-                        if orow < n_ok:
-                            if i_v * BV + ocol < V:
-                                mO[i_b, t0 + orow, i_h, i_v * BV + ocol] = yO[i]
+                _store_output(mO, yO, t_pv, cO, i_b, t0, i_h, i_v, n_ok)
                 # This warpgroup is done with the stage: its next tokens may load.
                 cute.arch.barrier(barrier_id=2 + j, number_of_threads=_THREADS)
                 if wtid < 32 and m + NS < nc:
                     cute.arch.mbarrier_wait(empty + s, (m // NS) % 2)
                     _issue(loads, full, c + NS, s, stage_bytes)
+
+
+class _WalkWS(_Walk):
+    """The walk with its work split between three warpgroups (Note [chunk_gla CuTe walk's
+    warpgroups]): one walks the state, two compute the chunks' outputs, taking turns."""
+
+    threads = 3 * _THREADS
+    stages = 4  # tiles of q, k and v
+    hbuf = 3  # 16-bit state tiles, each with its chunk's log-decay table
+    nbars = 2 * stages + 2 * hbuf  # full and empty per stage, ready and free per state tile
+    split = True
 
 
 def _build(key):
