@@ -176,6 +176,8 @@ def test_cute_walk_matches_the_triton_forward(
             # Uncovered tokens before the first sequence and after the last get zeros; an
             # int64 offset past int32 is clamped to T like any other.
             ((70, 200, 2**40), 400, 128, 64, True, torch.bfloat16),
+            # An empty sequence: its CTAs walk no chunk and pass its initial state through.
+            ((0, 100, 100, 300), 300, 128, 128, True, torch.bfloat16),
         ]
     ),
 )

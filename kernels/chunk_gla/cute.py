@@ -776,7 +776,8 @@ class _Walk:
 
 class _WalkWS(_Walk):
     """The walk with its work split between three warpgroups (Note [chunk_gla CuTe walk's
-    warpgroups]): one walks the state, two compute the chunks' outputs, taking turns."""
+    warpgroups]): one walks the state, two compute the chunks' outputs, taking turns. Its body
+    is ``_Walk._three_warpgroups``, which the shared kernel calls where ``split`` is set."""
 
     threads = 3 * _THREADS
     stages = 4  # tiles of q, k and v
