@@ -8,8 +8,9 @@ lengths, K and V of 64 to 192, float16, strided inputs, initial states and segme
 where the error relative to the largest value passes 2e-2, or anything is not finite). Then GPU
 time by CUDA-graph replay (medians of ``--replays``) of the shipped forward (the CuTe walk where
 its contract holds), the same with every walk of one warpgroup ("one warpgroup": where the
-shipped walk is of three, config._cute_walk_split), with the other split ("other split": segments where the plan walks whole sequences,
-whole sequences where it splits them), the Triton plans forced, and fla-core's
+shipped walk is of three, config._cute_walk_split), with the other split ("other split":
+segments where the plan walks whole sequences, whole sequences where it splits them), the
+Triton plans forced, and fla-core's
 ``chunk_simple_gla`` autotuned in this process; markdown to stdout. ``--quick`` leaves out the
 other split and the longest shape. Exit 1 on any BAD.
 """
