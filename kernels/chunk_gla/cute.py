@@ -4,9 +4,9 @@
 Same function as ``_gla_fwd_fused_kernel`` (fwd.py): one CTA per (sequence or segment, head, V
 block of 64), of one warpgroup or of three (Note [chunk_gla CuTe walk's warpgroups]), walks its
 chunks of 64 tokens in order with the state ``S`` (``[K, 64]``, float32) in registers, and where
-the chunk states are kept (``save_states``) stores the state at each chunk's start into its slot. Packed sequences are walked whole from their
-clamped offsets; the CTAs of the first and the last sequence zero the tokens that no sequence
-covers. The launcher and its contract are in triton.py (``_cute_fwd``) and config.py
+the chunk states are kept (``save_states``) stores the state at each chunk's start into its
+slot. Packed sequences are walked whole from their clamped offsets; the CTAs of the first and
+the last sequence zero the tokens that no sequence covers. The launcher and its contract are in triton.py (``_cute_fwd``) and config.py
 (``_cute_plan``): where that contract holds (Hopper, CuTeDSL installed, 16-bit inputs) the walk
 runs first, and the Triton plans everywhere else (docs/performance.md, "chunk_gla: the CuTeDSL
 walk").
