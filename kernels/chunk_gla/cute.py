@@ -230,10 +230,12 @@ def _start_state(acc_h, cH, mS0, i_state, i_h, i_v, use_s0: cutlass.Constexpr):
     for i in cutlass.range_constexpr(cute.size(acc_h)):
         acc_h[i] = Float32(0.0)
         if const_expr(use_s0):
+            # A select, not a branch: the accumulator written on a divergent path would make
+            # ptxas serialize every warpgroup product of the kernel.
             r, n = cH[i]
             col = i_v * BV + n
-            if col < V:
-                acc_h[i] = mS0[i_state, i_h, r, col]
+            x = mS0[i_state, i_h, r, cutlass.min(col, V - 1)]
+            acc_h[i] = cutlass.select_(col < V, x, Float32(0.0))
 
 
 @cute.jit
@@ -769,9 +771,10 @@ class _Walk:
                 _store_output(mO, yO, t_pv, cO, i_b, t0, i_h, i_v, n_ok)
                 # This warpgroup is done with the stage: its next tokens may load.
                 cute.arch.barrier(barrier_id=2 + j, number_of_threads=_THREADS)
-                if wtid < 32 and m + NS < nc:
+                if m + NS < nc:
                     cute.arch.mbarrier_wait(empty + s, (m // NS) % 2)
-                    _issue(loads, full, c + NS, s, stage_bytes)
+                    if warp % 4 == 0:
+                        _issue(loads, full, c + NS, s, stage_bytes)
 
 
 class _WalkWS(_Walk):
