@@ -46,9 +46,18 @@ k and v tiles; each stage's ``full`` mbarrier completes with its TMA loads, its 
 when the state's warpgroup has read its k and v, and the output warpgroup that read it last
 issues its next loads after both. Each state tile's ``ready`` mbarrier completes when the state's
 warpgroup has written it (and its table), its ``free`` one when the output warpgroup has read
-both; the state's warpgroup writes a tile again only after that. Where more CTAs walk than there
-are multiprocessors, two CTAs of ``_Walk`` share each (384 threads of ``_WalkWS`` and their
+both; the state's warpgroup writes a tile again only after that. The state's warpgroup loads
+each chunk's log-decays a chunk ahead of publishing them. Where more CTAs walk than there are
+multiprocessors, two CTAs of ``_Walk`` share each (384 threads of ``_WalkWS`` and their
 registers leave room for only one) and measured faster.
+
+Every wgmma of a warpgroup must be on paths that ptxas can prove the whole warpgroup takes:
+where it cannot (a branch on the thread index, one warp of the warpgroup waiting on an
+mbarrier inside the products' loop, an accumulator written under a per-thread condition), it
+waits for each product before the next one for the whole kernel, and says so only in advisory
+C7520. So the output warpgroups wait on ``empty`` together and one warp issues the loads after,
+and the start state is selected, not branched on. ``benchmarks/cute_ptxas_check.py`` (and its
+test) reads the advisories.
 """
 
 from __future__ import annotations
@@ -146,8 +155,8 @@ def _issue(loads, bars, c, s, stage_bytes: cutlass.Constexpr):
 @cute.jit
 def _load_decay(mGc, i_b, i_h, t0, eos, tid):
     """The log-decay of the chunk at token t0 of a sequence ending at eos: thread t < BT gets
-    token t0 + t's G and C (zeros past the sequence's end); every
-    thread gets G_L; and G_L - G_t (with compensation; -inf past the end)."""
+    token t0 + t's G and C (zeros past the sequence's end), every thread G_L and its C. Only
+    loads: nothing waits for them until ``_publish_decay`` uses them."""
     g = Float32(0.0)
     cc = Float32(0.0)
     if tid < BT and t0 + tid < eos:
@@ -156,19 +165,19 @@ def _load_decay(mGc, i_b, i_h, t0, eos, tid):
     last = cutlass.min(t0 + BT, eos) - 1
     gl = mGc[i_b, i_h, 0, last]
     cl = mGc[i_b, i_h, 1, last]
-    # G_L - G past the end: -inf, so that those tokens enter the state with weight 0.
-    span = Float32(-math.inf)
-    if tid < BT and t0 + tid < eos:
-        span = (gl - g) + (cl - cc)
-    return g, cc, gl, span
+    return g, cc, gl, cl
 
 
 @cute.jit
-def _publish_decay(dec, tid, g, cc, gl, span, scale):
-    """Threads t < BT write token t's G, C, exp(G_L - G) (0 past the sequence's end, whose
-    tokens, another sequence's with packed sequences, must not enter the state),
-    scale * exp(G) and G_L to ``dec``."""
+def _publish_decay(dec, tid, g, cc, gl, cl, t0, eos, scale):
+    """Threads t < BT write the chunk at token t0's table from ``_load_decay``'s values: token
+    t's G, C, exp(G_L - G) (0 past the sequence's end, whose tokens, another sequence's with
+    packed sequences, must not enter the state), scale * exp(G) and G_L to ``dec``."""
     if tid < BT:
+        # G_L - G (with compensation); -inf past the end, for a weight of 0.
+        span = Float32(-math.inf)
+        if t0 + tid < eos:
+            span = (gl - g) + (cl - cc)
         dec[tid, 0] = g
         dec[tid, 1] = cc
         dec[tid, 2] = cute.math.exp2(span * _LOG2E, fastmath=True)
@@ -564,7 +573,7 @@ class _Walk:
 
             if c_lo < c_hi:
                 g0, cc0, gl0, cl0 = _load_decay(mGc, i_b, i_h, bos + c_lo * BT, eos, tid)
-                _publish_decay(dec, tid, g0, cc0, gl0, cl0, scale)
+                _publish_decay(dec, tid, g0, cc0, gl0, cl0, bos + c_lo * BT, eos, scale)
             cute.arch.fence_proxy("async.shared", space="cta")
             cute.arch.sync_threads()
 
@@ -629,7 +638,7 @@ class _Walk:
                 # The state for the next chunk, its log-decay, and the stage's next loads.
                 hb.store(acc_h.load().to(self.dtype))
                 cute.autovec_copy(hb, tHs)
-                _publish_decay(dec, tid, g1, cc1, gl1, cl1, scale)
+                _publish_decay(dec, tid, g1, cc1, gl1, cl1, t1, eos, scale)
                 cute.arch.fence_proxy("async.shared", space="cta")
                 if warp == 0 and c + _STAGES < c_hi:
                     _issue(loads, bars, c + _STAGES, s, stage_bytes)
@@ -673,9 +682,17 @@ class _Walk:
             zV = cute.zipped_divide(sV, (8, 1, 1))
             zVd = cute.zipped_divide(sVd, (8, 1, 1))
             _start_state(acc_h, cH, mS0, i_state, i_h, i_v, self.use_s0)
+            # The next chunk's log-decays are loaded a chunk ahead of their use.
+            g1 = Float32(0.0)
+            cc1 = Float32(0.0)
+            gl1 = Float32(0.0)
+            cl1 = Float32(0.0)
             if nc > 0:
-                g0, cc0, gl0, cl0 = _load_decay(mGc, i_b, i_h, bos + c_lo * BT, eos, wtid)
-                _publish_decay(dec[None, None, 0], wtid, g0, cc0, gl0, cl0, scale)
+                t0 = bos + c_lo * BT
+                g0, cc0, gl0, cl0 = _load_decay(mGc, i_b, i_h, t0, eos, wtid)
+                t1 = bos + cutlass.min(c_lo + 1, c_hi - 1) * BT
+                g1, cc1, gl1, cl1 = _load_decay(mGc, i_b, i_h, t1, eos, wtid)
+                _publish_decay(dec[None, None, 0], wtid, g0, cc0, gl0, cl0, t0, eos, scale)
                 hb.store(acc_h.load().to(self.dtype))
                 cute.autovec_copy(hb, t_kv.partition_C(sHmn[None, None, 0]))
                 cute.arch.fence_proxy("async.shared", space="cta")
@@ -691,6 +708,9 @@ class _Walk:
                 s = m % NS
                 b = m % NH
                 b1 = (m + 1) % NH
+                t1 = bos + cutlass.min(c_lo + m + 1, c_hi - 1) * BT
+                t2 = bos + cutlass.min(c_lo + m + 2, c_hi - 1) * BT
+                g2, cc2, gl2, cl2 = _load_decay(mGc, i_b, i_h, t2, eos, wtid)
                 cute.arch.mbarrier_wait(full + s, (m // NS) % 2)
                 # vd = v * exp(G_L - G_j), 16 bytes at a time.
                 _decay_v(zV, zVd, dec[None, None, b], wtid, s, self.dtype)
@@ -707,19 +727,18 @@ class _Walk:
                 warpgroup.fence()
                 _gemm(w_kv, acc_h, aKt[None, None, None, s], bVd[None, None, None, 0], True)
                 warpgroup.commit_group()
-                t1 = bos + cutlass.min(c_lo + m + 1, c_hi - 1) * BT
-                g1, cc1, gl1, cl1 = _load_decay(mGc, i_b, i_h, t1, eos, wtid)
                 warpgroup.wait_group(0)
                 cute.arch.mbarrier_arrive(empty + s)
 
                 if m + 1 < nc:
                     if m + 1 >= NH:
                         cute.arch.mbarrier_wait(free + b1, ((m + 1) // NH + 1) % 2)
-                    _publish_decay(dec[None, None, b1], wtid, g1, cc1, gl1, cl1, scale)
+                    _publish_decay(dec[None, None, b1], wtid, g1, cc1, gl1, cl1, t1, eos, scale)
                     hb.store(acc_h.load().to(self.dtype))
                     cute.autovec_copy(hb, t_kv.partition_C(sHmn[None, None, b1]))
                     cute.arch.fence_proxy("async.shared", space="cta")
                     cute.arch.mbarrier_arrive(ready + b1)
+                g1, cc1, gl1, cl1 = g2, cc2, gl2, cl2
                 # Chunk m + 1's table is read by every thread of this warpgroup next.
                 cute.arch.barrier(barrier_id=1, number_of_threads=_THREADS)
                 if const_expr(self.store_h):

@@ -461,10 +461,10 @@ class _Grads:
 
         # The first item's log-decay; then each item publishes the next one's (loaded while the
         # previous item ran) and loads the one after.
-        g0, cc0, gl0, span0 = self._decay(mGc, it0, H, NT, T, tid)
-        _publish_decay(decs[None, None, 0], tid, g0, cc0, gl0, span0, scale)
+        g0, cc0, gl0, cl0, tn = self._decay(mGc, it0, H, NT, T, tid)
+        _publish_decay(decs[None, None, 0], tid, g0, cc0, gl0, cl0, tn, T, scale)
         nxt = it0 + di * cutlass.min(1, count - 1)
-        g0, cc0, gl0, span0 = self._decay(mGc, nxt, H, NT, T, tid)
+        g0, cc0, gl0, cl0, tn = self._decay(mGc, nxt, H, NT, T, tid)
         cute.arch.sync_threads()
 
         for n in cutlass.range(count, unroll=1):
@@ -546,8 +546,8 @@ class _Grads:
             cute.arch.sync_threads()
             if warp == 0 and more:
                 self._issue_states(loads, tiles, bars, it + di, H, NT, st_bytes)
-            _publish_decay(decs[None, None, 1 - s], tid, g0, cc0, gl0, span0, scale)
-            g0, cc0, gl0, span0 = self._decay(
+            _publish_decay(decs[None, None, 1 - s], tid, g0, cc0, gl0, cl0, tn, T, scale)
+            g0, cc0, gl0, cl0, tn = self._decay(
                 mGc, it0 + di * cutlass.min(n + 2, count - 1), H, NT, T, tid
             )
 
@@ -630,9 +630,11 @@ class _Grads:
 
     @cute.jit
     def _decay(self, mGc, it, H, NT, T, tid):
-        """Item ``it``'s log-decay (``_load_decay``)."""
+        """Item ``it``'s log-decay (``_load_decay``'s values, then its chunk's first token)."""
         _, i_h, i_b = _item(it, H, NT)
-        return _load_decay(mGc, i_b, i_h, (it % NT) * BT, T, tid)
+        t0 = (it % NT) * BT
+        g, cc, gl, cl = _load_decay(mGc, i_b, i_h, t0, T, tid)
+        return g, cc, gl, cl, t0
 
     @cute.jit
     def _issue_tok(self, loads, tiles, bars, it, s, H, NT, tok_bytes: cutlass.Constexpr):
