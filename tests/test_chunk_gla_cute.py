@@ -10,6 +10,12 @@ Each of those runs with the walk of three warpgroups and with that of one. The c
 
 from __future__ import annotations
 
+import importlib.util
+import os
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -322,3 +328,29 @@ def test_the_walk_switch_reads_yes_and_no_and_refuses_the_rest(monkeypatch, raw,
             CF._env_switch(name, True)
     else:
         assert CF._env_switch(name, True) is expected
+
+
+def test_ptxas_issues_the_kernels_warpgroup_products_without_waiting_between_them():
+    """ptxas serializes every wgmma of a kernel where one sits on a path it cannot prove the
+    whole warpgroup takes, and says so only as an advisory (C7520): the walk of three
+    warpgroups ran so until one warp's mbarrier wait left its output warpgroups' loop.
+    ``tests/cute_ptxas_check.py`` compiles a dozen keys of the walk and the gradients' pass
+    for sm_90a (no GPU needed) and fails on that advisory (or, where no ptxas here takes the
+    PTX, on a wait for every product in the SASS) or on a spill."""
+    if importlib.util.find_spec("cutlass") is None:
+        pytest.skip("needs nvidia-cutlass-dsl (the cute extra) to compile the kernels")
+    from cute_ptxas_check import tools
+
+    if not tools("ptxas") and not tools("cuobjdump"):
+        pytest.skip("needs ptxas or cuobjdump (CUDA's, or Triton's own) to read the kernels")
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
+    run = subprocess.run(
+        [sys.executable, str(Path(__file__).resolve().parent / "cute_ptxas_check.py")],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=900,
+    )
+    assert run.returncode == 0, run.stdout + run.stderr
+    # Eight keys of the walk and four of the gradients' pass, each compiled and read.
+    assert sum(line.startswith("ok ") for line in run.stdout.splitlines()) == 12, run.stdout

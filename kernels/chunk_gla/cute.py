@@ -56,7 +56,7 @@ where it cannot (a branch on the thread index, one warp of the warpgroup waiting
 mbarrier inside the products' loop, an accumulator written under a per-thread condition), it
 waits for each product before the next one for the whole kernel, and says so only in advisory
 C7520. So the output warpgroups wait on ``empty`` together and one warp issues the loads after,
-and the start state is selected, not branched on. ``benchmarks/cute_ptxas_check.py`` (and its
+and the start state is selected, not branched on. ``tests/cute_ptxas_check.py`` (and its
 test) reads the advisories.
 """
 
