@@ -31,8 +31,8 @@ from pathlib import Path
 
 
 def tools(name: str) -> list[str]:
-    """Every copy of a CUDA tool found here: ``$PTXAS`` (for ptxas), the PATH, CUDA's folder and
-    Triton's own, in that order."""
+    """Every copy of a CUDA tool found here: the variable of its name in capitals (``$PTXAS``,
+    ``$CUOBJDUMP``), the PATH, CUDA's folder and Triton's own, in that order."""
     found = [os.environ.get(name.upper()), shutil.which(name), f"/usr/local/cuda/bin/{name}"]
     spec = importlib.util.find_spec("triton")
     if spec is not None and spec.origin is not None:
@@ -78,17 +78,10 @@ def read_cubin(cubin: Path) -> tuple[str, str, list[str], bool] | None:
             continue
         products = len(re.findall(r"\bHGMMA\.", sass.stdout))
         waits = len(re.findall(r"WARPGROUP\.DEPBAR\.LE gsb0, 0x0\b", sass.stdout))
-        regs = re.search(r"REG:(\d+)", res.stdout)
-        stack = re.search(r"STACK:(\d+)", res.stdout)
-        local = re.search(r"LOCAL:(\d+)", res.stdout)
-        spilled = int(stack.group(1) if stack else 0) + int(local.group(1) if local else 0)
+        found = dict(re.findall(r"(REG|STACK|LOCAL):(\d+)", res.stdout))
+        spilled = int(found.get("STACK", 0)) + int(found.get("LOCAL", 0))
         note = f"SASS: {products} products, {waits} waits for all"
-        return (
-            regs.group(1) if regs else "?",
-            str(spilled),
-            [note],
-            products > 0 and waits >= products,
-        )
+        return found.get("REG", "?"), str(spilled), [note], products > 0 and waits >= products
     return None
 
 
