@@ -13,8 +13,9 @@ for ``_BWD_SEG_MAX_PROGRAMS_RECOMPUTING``; ``_SEG_PROGRAMS``) of BACKWARD, given
 chunk states and recomputing them, with the largest gradient difference against the whole
 walks. Markdown to stdout. docs/performance.md (chunk_gla tuning history) keeps its figures.
 
-``--carry-stages N [N ...]`` runs the whole sweep once for each number of software-pipelining
-stages of the carry across segments (``config._SEG_CARRY_STAGES``), a heading before each.
+``--carry-elements N [N ...]`` runs the whole sweep once for each size of the blocks of state
+elements that the carry across segments takes per program (``config._CARRY_ELEMENTS``), a
+heading before each.
 """
 
 from __future__ import annotations
@@ -135,13 +136,15 @@ def sweep(shape, fla):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--carry-stages", type=int, nargs="+", default=[1])
+    ap.add_argument(
+        "--carry-elements", type=int, nargs="+", default=[launch_config._CARRY_ELEMENTS]
+    )
     args = ap.parse_args()
     start = time.monotonic()
     fla = fla_forward()
-    for stages in args.carry_stages:
-        launch_config._SEG_CARRY_STAGES = stages
-        print(f"\n# carry across segments with {stages} stage(s)")
+    for elements in args.carry_elements:
+        launch_config._CARRY_ELEMENTS = elements
+        print(f"\n# carry across segments in blocks of {elements} elements")
         for shape in SHAPES:
             sweep(shape, fla)
     print(f"\n{time.monotonic() - start:.0f} s")

@@ -163,3 +163,47 @@ def test_public_op_splits_a_long_sequence_without_lowered_thresholds(monkeypatch
     for name, x, w in zip(("dq", "dk", "dv", "dg", "dh0"), leaves, want, strict=True):
         err = (x.grad.double() - w).abs().max().item()
         assert err <= 1e-4 * w.abs().max().item(), f"{name}: {err}"
+
+
+@pytest.mark.parametrize(
+    ("nseg", "elements", "use_s0", "store_end", "reverse"),
+    [
+        (2, 8192, True, True, False),  # one block covering the state
+        (7, 64, True, False, False),  # blocks of 16 elements, the last one partial
+        (7, 64, False, True, True),
+        (40, 8192, True, True, True),  # 64 rows, past 40 of them the identity
+    ],
+)
+def test_carry_across_segments_matches_the_loop(
+    monkeypatch, nseg, elements, use_s0, store_end, reverse
+):
+    # Note [carry across segments]: the scan of each element's recurrence over the segments
+    # against the loop it replaces, in float64; every start written, nothing else touched.
+    monkeypatch.setattr(CF, "_CARRY_ELEMENTS", elements)
+    N, H, K, V = 2, 3, 6, 7  # 42 elements a state: not a multiple of any block
+    gen = torch.Generator().manual_seed(nseg)
+    own = torch.randn(N * nseg, H, K, V, generator=gen)
+    gseg = -2 * torch.rand(N * nseg, H, generator=gen)
+    s0 = torch.randn(N, H, K, V, generator=gen)
+    start = torch.full((N * nseg + 1, H, K, V), float("nan"))  # one slot past the last
+    end = torch.full((N, H, K, V), float("nan"))
+    rows, per, blocks = CF._carry_blocks(nseg, K * V)
+    assert rows > nseg and (blocks > 1) == (elements < 4096)
+    C._gla_seg_carry_kernel[(N * H * blocks,)](
+        s0.to(DEVICE), own.to(DEVICE), gseg.to(DEVICE), start_d := start.to(DEVICE),
+        end_d := end.to(DEVICE), H, nseg, KV=K * V, BE=per, P=rows, USE_S0=use_s0,
+        STORE_END=store_end, REVERSE=reverse,
+    )  # fmt: skip
+    want = torch.empty(N * nseg, H, K, V, dtype=torch.float64)
+    for n in range(N):
+        x = s0[n].double() if use_s0 else torch.zeros(H, K, V, dtype=torch.float64)
+        order = range(nseg - 1, -1, -1) if reverse else range(nseg)
+        for i in order:
+            want[n * nseg + i] = x
+            x = x * gseg[n * nseg + i].double().exp()[:, None, None] + own[n * nseg + i]
+        if store_end:
+            torch.testing.assert_close(end_d[n].cpu().double(), x, atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(start_d[:-1].cpu().double(), want, atol=1e-5, rtol=1e-5)
+    assert start_d[-1].isnan().all()
+    if not store_end:
+        assert end_d.isnan().all()

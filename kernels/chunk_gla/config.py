@@ -127,13 +127,23 @@ _SEG_PROGRAMS = 256
 _SEG_MIN_CHUNKS = 8
 _BWD_SEG_MAX_PROGRAMS = 64
 _BWD_SEG_MAX_PROGRAMS_RECOMPUTING = 32
-# Software-pipelining stages of the carry across segments (_gla_seg_carry_kernel and the
-# backward's _gla_bwd_seg_carry_kernel): each step's loads do not depend on the carried state,
-# so more than one stage could overlap them with the steps before. 1, 2 and 3 measured the same
-# within 1% on the H200 (forward and recomputing backward at B1 T8192 H4, T16384 H8 and T32768
-# H16, the same bits; docs/performance.md, "chunk_gla tuning history");
-# benchmarks/chunk_gla_split_sweep.py --carry-stages times each.
-_SEG_CARRY_STAGES = 1
+# The carry across segments (Note [carry across segments], walks.py) runs as blocks of at most
+# _CARRY_ELEMENTS state elements over every segment, so that a split walk of one long sequence
+# and few heads still has hundreds of programs carrying. A program per state tile, each waiting
+# on memory at every segment, took 12.2 us at B1 T8192 H4 K = V = 128 (16 segments) on the H200;
+# blocks of 2048 / 4096 / 8192 elements took 5.0 / 4.9 / 4.2 us (forward) and 10.2 / 10.1 / 7.4
+# (the backward's two carries), an unrolled loop over the segments 4.4 and 5.5 but 7.3 for the
+# forward's 32 segments at B1 T16384 H2 (5.4 scanned); docs/performance.md, "chunk_gla tuning
+# history".
+_CARRY_ELEMENTS = 8192
+
+
+def _carry_blocks(nseg: int, elements: int) -> tuple[int, int, int]:
+    """(rows, elements per block, blocks) of the carry over ``nseg`` segments of states of
+    ``elements`` elements: rows a power of two above ``nseg`` (the identity and each segment)."""
+    rows = next_power_of_2(nseg + 1)
+    per = max(16, min(next_power_of_2(elements), _CARRY_ELEMENTS // rows))
+    return rows, per, cdiv(elements, per)
 
 
 def _segments(programs: int, chunks: int, max_programs: int | None = None) -> int:

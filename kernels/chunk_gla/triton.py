@@ -64,10 +64,10 @@ def _launch_walk(like, a, b, gc, s0, out, s_end, cu, scale, N, NT, BT, cfg, mode
         head = (a, b, gc, out, own, gseg, start) + ((float(scale),) if reverse else ())
         args = (*head, T, H, NT, cps, nseg, *st)
         launchable(kernel, like)[grid](*args, **kw, STEP=1)
-        launchable(_gla_seg_carry_kernel, like)[(N * H * tiles,)](
-            s0, own, gseg, start, s_end, H, nseg, K=K, V=V, BK=hk, BV=hv, USE_S0=s0 is not None,
-            STORE_END=s_end is not None, REVERSE=reverse, num_warps=4,
-            num_stages=config._SEG_CARRY_STAGES,
+        rows, per, blocks = config._carry_blocks(nseg, K * V)
+        launchable(_gla_seg_carry_kernel, like)[(N * H * blocks,)](
+            s0, own, gseg, start, s_end, H, nseg, KV=K * V, BE=per, P=rows,
+            USE_S0=s0 is not None, STORE_END=s_end is not None, REVERSE=reverse, num_warps=4,
         )  # fmt: skip
         if out is None:
             # Only the states at the segments' starts were asked for.
@@ -103,10 +103,11 @@ def _launch_walks_split(like, k, v, q, do, gc, h0, h, dht, dh, dh0, scale, N, NT
     args = (*walks, float(scale), T, H, NT, cps, nseg, np_ * nseg, *st)
     grid = (2 * np_ * nseg,)
     launchable(_gla_bwd_states_seg_kernel, like)[grid](*args, **kw, STEP=1)
-    launchable(_gla_bwd_seg_carry_kernel, like)[(2 * np_,)](
-        h0, own[0], gseg[0], start[0], dht, own[1], gseg[1], start[1], dh0, H, nseg, np_, K=K,
-        V=V, BK=hk, BV=hv, USE_H0=h0 is not None, USE_DHT=dht is not None, num_warps=4,
-        num_stages=config._SEG_CARRY_STAGES,
+    rows, per, blocks = config._carry_blocks(nseg, K * V)
+    launchable(_gla_bwd_seg_carry_kernel, like)[(2 * N * H * blocks,)](
+        h0, own[0], gseg[0], start[0], dht, own[1], gseg[1], start[1], dh0, H, nseg,
+        N * H * blocks, KV=K * V, BE=per, P=rows, USE_H0=h0 is not None,
+        USE_DHT=dht is not None, num_warps=4,
     )  # fmt: skip
     launchable(_gla_bwd_states_seg_kernel, like)[grid](*args, **kw, STEP=2)
 

@@ -192,55 +192,81 @@ def _gla_bwd_states_seg_kernel(
 
 
 @triton.jit
+def _affine(a1, b1, a2, b2):
+    # x -> a1 x + b1, then x -> a2 x + b2: the composition, for the carry's scan.
+    return a1 * a2, a2 * b1 + b2
+
+
+@triton.jit
 def _carry(
-    pid, s0, own, gseg, start, s_end, H, NSEG, K: tl.constexpr, V: tl.constexpr,
-    BK: tl.constexpr, BV: tl.constexpr, USE_S0: tl.constexpr, STORE_END: tl.constexpr,
-    REVERSE: tl.constexpr,
+    pid, s0, own, gseg, start, s_end, H, NSEG, KV: tl.constexpr, BE: tl.constexpr,
+    P: tl.constexpr, USE_S0: tl.constexpr, STORE_END: tl.constexpr, REVERSE: tl.constexpr,
 ):  # fmt: skip
-    # Program pid of a grid (sequences x heads x state tiles,): between the two steps of a split
-    # walk, the state (reverse: its gradient) at the start (reverse: the end) of each segment,
-    # into start, from s0 (the initial state; reverse: dht) and the segments' own parts and
-    # log-decays (STEP 1), last segment first in reverse; what is left after the last, into
-    # s_end when STORE_END (the final state; reverse: the gradient of the initial state).
-    i_n, i_h, _, _, o_k, o_v, m_k, m_v = _state_tile(pid, H, 1, K, V, BK, BV)
-    s_off, m_s = _state_offsets(i_n, i_h, H, K, V, o_k, o_v, m_k, m_v)
-    b_s = _load_state(s0, s_off, m_s, USE_S0, BK, BV)
-    for i_r in range(0, NSEG):
-        if REVERSE:
-            i_ns = i_n * NSEG + NSEG - 1 - i_r
-        else:
-            i_ns = i_n * NSEG + i_r
-        p_off, m_p = _state_offsets(i_ns, i_h, H, K, V, o_k, o_v, m_k, m_v)
-        tl.store(start + p_off, b_s, mask=m_p)
-        b_g = tl.load(gseg + i_ns * H + i_h)
-        b_s = b_s * tl.exp(b_g) + tl.load(own + p_off, mask=m_p, other=0.0)
+    # Program pid of a grid (sequences x heads x blocks of BE state elements,): between the two
+    # steps of a split walk, the state (reverse: its gradient) at the start (reverse: the end) of
+    # each segment, into start, from s0 (the initial state; reverse: dht) and the segments' own
+    # parts and log-decays (STEP 1), last segment first in reverse; what is left after the last,
+    # into s_end when STORE_END (the final state; reverse: the gradient of the initial state).
+    # Note [carry across segments]: each element's carry is its own recurrence x -> exp(g) x + own
+    # over the segments, whose inputs do not depend on x; so every segment's part is loaded at
+    # once (row r of a [P, BE] block holds the segment walked r-th, counting from one; row 0 and
+    # the rows past NSEG the identity) and the compositions come from one scan, not a loop that
+    # waits on memory at each segment (docs/performance.md, "The carry across segments").
+    NB = (KV + BE - 1) // BE
+    i_nh = pid // NB
+    i_n = i_nh // H
+    i_h = i_nh % H
+    o_e = (pid % NB) * BE + tl.arange(0, BE)
+    m_e = o_e < KV
+    r = tl.arange(0, P)
+    # Row r: the composition of the segments walked before the r-th (row 0: none).
+    m_r = (r >= 1) & (r <= NSEG)
+    walked = r - 1
+    if REVERSE:
+        walked = NSEG - 1 - walked
+    i_ns = tl.where(m_r, i_n * NSEG + walked, 0).to(tl.int64)
+    p_own = own + (i_ns * H + i_h)[:, None] * KV + o_e[None, :]
+    b = tl.load(p_own, mask=m_r[:, None] & m_e[None, :], other=0.0)
+    a = tl.exp(tl.load(gseg + i_ns * H + i_h, mask=m_r, other=0.0))
+    a, b = tl.associative_scan((tl.broadcast_to(a[:, None], (P, BE)), b), 0, _affine)
+    if USE_S0:
+        x0 = tl.load(s0 + (i_n.to(tl.int64) * H + i_h) * KV + o_e, mask=m_e, other=0.0)
+        b = a * x0[None, :] + b
+    # Row s is the start of the s-th segment walked (s < NSEG), row NSEG what is left after all.
+    i_st = r
+    if REVERSE:
+        i_st = NSEG - 1 - r
+    m_st = r < NSEG
+    i_st = tl.where(m_st, i_n * NSEG + i_st, 0).to(tl.int64)
+    p_st = start + (i_st * H + i_h)[:, None] * KV + o_e[None, :]
+    tl.store(p_st, b, mask=m_st[:, None] & m_e[None, :])
     if STORE_END:
-        tl.store(s_end + s_off, b_s, mask=m_s)
+        x_end = tl.sum(tl.where((r == NSEG)[:, None], b, 0.0), axis=0)
+        tl.store(s_end + (i_n.to(tl.int64) * H + i_h) * KV + o_e, x_end, mask=m_e)
 
 
 @triton.jit
 def _gla_seg_carry_kernel(
-    s0, own, gseg, start, s_end, H, NSEG, K: tl.constexpr, V: tl.constexpr, BK: tl.constexpr,
-    BV: tl.constexpr, USE_S0: tl.constexpr, STORE_END: tl.constexpr, REVERSE: tl.constexpr,
+    s0, own, gseg, start, s_end, H, NSEG, KV: tl.constexpr, BE: tl.constexpr, P: tl.constexpr,
+    USE_S0: tl.constexpr, STORE_END: tl.constexpr, REVERSE: tl.constexpr,
 ):  # fmt: skip
-    # Grid (sequences x heads x state tiles,): one split walk's carry (_carry).
-    _carry(tl.program_id(0), s0, own, gseg, start, s_end, H, NSEG, K, V, BK, BV, USE_S0,
+    # Grid (sequences x heads x blocks of BE state elements,): one split walk's carry (_carry).
+    _carry(tl.program_id(0), s0, own, gseg, start, s_end, H, NSEG, KV, BE, P, USE_S0,
            STORE_END, REVERSE)  # fmt: skip
 
 
 @triton.jit
 def _gla_bwd_seg_carry_kernel(
-    h0, hown, hgseg, hstart, dht, dhown, dhgseg, dhstart, dh0, H, NSEG, NP, K: tl.constexpr,
-    V: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr, USE_H0: tl.constexpr,
-    USE_DHT: tl.constexpr,
+    h0, hown, hgseg, hstart, dht, dhown, dhgseg, dhstart, dh0, H, NSEG, NP, KV: tl.constexpr,
+    BE: tl.constexpr, P: tl.constexpr, USE_H0: tl.constexpr, USE_DHT: tl.constexpr,
 ):  # fmt: skip
     # The carries of the backward's two split walks side by side (_gla_bwd_states_seg_kernel):
-    # programs below NP (sequences x heads x state tiles) carry the states forward, the others
-    # their gradients backward, the last into dh0.
+    # programs below NP (sequences x heads x element blocks) carry the states forward, the
+    # others their gradients backward, the last into dh0.
     pid = tl.program_id(0)
     if pid < NP:
-        _carry(pid, h0, hown, hgseg, hstart, None, H, NSEG, K, V, BK, BV, USE_H0, False,
+        _carry(pid, h0, hown, hgseg, hstart, None, H, NSEG, KV, BE, P, USE_H0, False,
                False)  # fmt: skip
     else:
-        _carry(pid - NP, dht, dhown, dhgseg, dhstart, dh0, H, NSEG, K, V, BK, BV, USE_DHT, True,
+        _carry(pid - NP, dht, dhown, dhgseg, dhstart, dh0, H, NSEG, KV, BE, P, USE_DHT, True,
                True)  # fmt: skip
