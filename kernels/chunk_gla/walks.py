@@ -219,7 +219,7 @@ def _carry(
     o_e = (pid % NB) * BE + tl.arange(0, BE)
     m_e = o_e < KV
     r = tl.arange(0, P)
-    # Row r: the composition of the segments walked before the r-th (row 0: none).
+    # Row r: the segment walked r-th (row 0: the identity); after the scan, the first r composed.
     m_r = (r >= 1) & (r <= NSEG)
     walked = r - 1
     if REVERSE:
