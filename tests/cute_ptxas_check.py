@@ -12,7 +12,8 @@ stays correct and gets slower. This script keeps each kernel's PTX, compiles it 
 any key is serialized or spills. Where no ptxas here takes the PTX (one older than the CuTeDSL
 build), it reads the cubin that CuTeDSL built instead: serialized where cuobjdump shows a wait
 for every product. By default a dozen keys that cover every flag of the forward walk (both of
-its organizations) and the gradients' pass; ``--all`` every key of the walk (128, minutes).
+its organizations), the gradients' pass and the state walks; ``--all`` every key of the walk
+(128, minutes).
 ptxas and cuobjdump: ``$PTXAS`` / ``$CUOBJDUMP``, the PATH, ``/usr/local/cuda/bin``, Triton's.
 """
 
@@ -112,6 +113,17 @@ def grads_keys():
     yield (torch.bfloat16, 128, False, True)
 
 
+def states_keys():
+    import torch
+
+    # (dtype, K, reverse per walk, use_s0 per walk, store_end per walk), as the backward
+    # launches them: both walks, the reverse alone (states saved), the forward alone (K = 64).
+    yield (torch.bfloat16, 128, (False, True), (True, True), (False, True))
+    yield (torch.bfloat16, 64, (False, True), (False, False), (False, True))
+    yield (torch.bfloat16, 128, (True,), (False,), (True,))
+    yield (torch.float16, 64, (False,), (True,), (False,))
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--all", action="store_true", help="every key of the forward walk")
@@ -130,9 +142,11 @@ def main() -> int:
     os.environ.setdefault("CUTE_DSL_ARCH", "sm_90a")
     import attnops_kernels.chunk_gla.cute as walk
     import attnops_kernels.chunk_gla.cute_bwd as grads
+    import attnops_kernels.chunk_gla.cute_states as states
 
     jobs = [(walk._WALK, k) for k in walk_keys(args.all)]
     jobs += [(grads._GRADS, k) for k in grads_keys()]
+    jobs += [(states._STATES, k) for k in states_keys()]
     bad = 0
     try:
         for cache, key in jobs:

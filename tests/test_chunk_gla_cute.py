@@ -334,9 +334,9 @@ def test_ptxas_issues_the_kernels_warpgroup_products_without_waiting_between_the
     """ptxas serializes every wgmma of a kernel where one sits on a path it cannot prove the
     whole warpgroup takes, and says so only as an advisory (C7520): the walk of three
     warpgroups ran so until one warp's mbarrier wait left its output warpgroups' loop.
-    ``tests/cute_ptxas_check.py`` compiles a dozen keys of the walk and the gradients' pass
-    for sm_90a (no GPU needed) and fails on that advisory (or, where no ptxas here takes the
-    PTX, on a wait for every product in the SASS) or on a spill."""
+    ``tests/cute_ptxas_check.py`` compiles a dozen keys of the walk, the gradients' pass and
+    the state walks for sm_90a (no GPU needed) and fails on that advisory (or, where no ptxas
+    here takes the PTX, on a wait for every product in the SASS) or on a spill."""
     if importlib.util.find_spec("cutlass") is None:
         pytest.skip("needs nvidia-cutlass-dsl (the cute extra) to compile the kernels")
     from cute_ptxas_check import tools

@@ -209,6 +209,9 @@ _CUTE_WALK = _env_switch("ATTNOPS_CHUNK_GLA_CUTE", True)
 # the Triton passes at both (docs/performance.md, "chunk_gla: the CuTeDSL gradients' pass").
 _CUTE_BWD = _CUTE_WALK
 _CUTE_BWD_KS = (64, 128)
+# The backward's state walks in CuTeDSL (cute_states.py) where the gradients' pass is CuTeDSL's
+# and a walk is not split into segments; tests and benchmarks set _CUTE_STATES to choose.
+_CUTE_STATES = _CUTE_WALK
 # At K = V = 64 the gradients' pass can walk the state's gradient itself, one CTA per (sequence,
 # head) taking its chunks last first with dh on chip (Note [chunk_gla CuTe gradients' walk]): the
 # reverse state walk's launch and the round trip of dh through memory go, but each CTA's chunks
@@ -274,6 +277,13 @@ def _cute_bwd_walks(device, B, H, K):
         return False
     slots = _CUTE_BWD_WALK_PER_SM * _sm_count(device)
     return B * H >= _CUTE_BWD_WALK_FILL * cdiv(B * H, slots) * slots
+
+
+def _cute_states(B, T):
+    """Whether the backward's state walks run in CuTeDSL (cute_states.py), where the gradients'
+    pass does (``_cute_bwd_plan``) and a walk is whole: T a multiple of 4 (the TMA reads the
+    log-decay's rows of T float32) and the grid's third size, B per walk, at most 65535."""
+    return _CUTE_STATES and T % 4 == 0 and 2 * B <= _MAX_GRID_YZ
 
 
 def _cute_walk_split(device, ctas: int) -> bool:

@@ -400,8 +400,9 @@ def chunk_gla_bwd(
     inputs (K = V of 64 or 128, no ``cu_seqlens``), one CuTeDSL launch (cute_bwd.py) computes dq,
     dk, dv and dg instead; at K = V = 64 with enough sequences and heads
     (``config._cute_bwd_walks``) it also walks the gradients of the states itself (and gives
-    ``dh0``), so that the reverse walk does not run. When each
-    walk would have very few programs (long equal-length sequences, few heads: see
+    ``dh0``), so that the reverse walk does not run. Wherever that pass runs, the state walks
+    that run whole are CuTeDSL's too where T is a multiple of 4 (cute_states.py,
+    ``config._cute_states``). When each walk would have very few programs (long equal-length sequences, few heads: see
     ``_segments``), each runs as in :func:`chunk_gla_fwd`: segments side by side, twice, with a
     short launch across segments between (float32 scratch ``[N * segments, H, K, V]`` twice
     per walk), the two walks' steps in the same three launches when both run. With ``cu_seqlens``, a walk of each whole sequence that does
@@ -495,18 +496,30 @@ def chunk_gla_bwd(
     else:
         # The forward's chunk states: only the gradients are walked.
         h = h_saved if mode != 2 else h_saved.to(torch.float32)
+    cute_states = cute_grads and config._cute_states(B, T)
     if cute_walk:
         from . import cute_bwd
 
         if h_saved is None:
             # The chunk states alone: the pass walks their gradients.
             walk_segments = config._walk_segments(NP, NT, use_cu)
-            _launch_walk(
-                dv, k, v, gc, h0, h, None, cu, None, N, NT, BT, state_cfg, mode, walk_segments
-            )
+            if cute_states and walk_segments[1] == 1:
+                from . import cute_states as cs
+
+                cs.walks(gc, forward=(k, v, h0, h, None))
+            else:
+                _launch_walk(
+                    dv, k, v, gc, h0, h, None, cu, None, N, NT, BT, state_cfg, mode,
+                    walk_segments,
+                )  # fmt: skip
         cute_bwd.grads(q, k, v, do, gc, h, None, dq, dk, dv, dg, float(scale), dht, dh0)
         return dq, dk, dv, dg, dh0
-    if h_saved is None and segments[1] == 1:
+    if cute_states and segments[1] == 1:
+        from . import cute_states as cs
+
+        fwd_walk = (k, v, h0, h, None) if h_saved is None else None
+        cs.walks(gc, fwd_walk, (q, do, dht, dh, dh0), float(scale))
+    elif h_saved is None and segments[1] == 1:
         # Both whole walks in one launch.
         hk, hv, hw, hs = state_cfg
         args = (k, v, q, do, gc, h0, h, dht, dh, dh0, cu, float(scale), T, H, NT, NP)

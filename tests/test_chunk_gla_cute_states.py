@@ -1,0 +1,151 @@
+"""chunk_gla's state walks in CuTeDSL (kernels/chunk_gla/cute_states.py, chosen on Hopper by
+the backward where its gradients' pass is CuTeDSL's and a walk is whole): the same chunk
+states, gradients of the chunk end states, final states and gradients of the initial states as
+the Triton walks (within 16-bit rounding), every slot written, forward and reverse alone or side
+by side in one launch, with and without initial and end states, on partial chunks, K = V of 64
+and 128, float16 and bfloat16, strided inputs, resets and deep decays; and the backward choosing
+them where ``config._cute_states`` says.
+
+The contract itself is checked on any machine."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+from chunk_gla_inputs import hopper_with_cute, rel_err
+from marks import first_by_default
+
+from attnops_kernels.chunk_gla import config as CF
+from attnops_kernels.chunk_gla import triton as C
+
+_SKIP = hopper_with_cute()
+
+
+def test_the_state_walks_contract(monkeypatch):
+    # T a multiple of 4 (the TMA reads the log-decay's rows), B per walk within the grid.
+    monkeypatch.setattr(CF, "_CUTE_STATES", True)
+    assert CF._cute_states(2, 4096) and CF._cute_states(1, 4) and CF._cute_states(32767, 8)
+    assert not CF._cute_states(2, 4098) and not CF._cute_states(2, 1) and not CF._cute_states(1, 7)
+    assert not CF._cute_states(32768, 8)  # two walks of 32768 sequences: 65536 grid rows
+    monkeypatch.setattr(CF, "_CUTE_STATES", False)
+    assert not CF._cute_states(2, 4096)
+
+
+def _inputs(B, T, H, K, dtype, gen, strided, decay):
+    def rand(*shape):
+        if strided:
+            # Every other head of a wider tensor: strides that are not the compact ones.
+            wide = (*shape[:2], 2 * shape[2], shape[3])
+            return torch.randn(wide, generator=gen).to(dtype).cuda()[:, :, ::2]
+        return torch.randn(shape, generator=gen).to(dtype).cuda()
+
+    q, k, v, do = (rand(B, T, H, K) for _ in range(4))
+    g = F.logsigmoid(torch.randn(B, T, H, generator=gen))
+    if decay == "resets":
+        g[:, ::37] = -torch.inf
+    elif decay == "deep":
+        g[:, 1::3] = -1e4
+    elif decay == "none":
+        g.zero_()
+    return q, k, v, g.cuda(), do
+
+
+@pytest.mark.skipif(_SKIP is not None, reason=_SKIP or "")
+@pytest.mark.parametrize(
+    ("B", "T", "H", "K", "dtype", "strided", "decay", "walks", "states"),
+    first_by_default(
+        [
+            # Many chunks through every stage and state tile, a partial last chunk.
+            (2, 4000, 3, 128, torch.bfloat16, False, "logsigmoid", "both", True),
+            (1, 700, 2, 64, torch.float16, True, "resets", "forward", False),
+            (3, 4, 2, 128, torch.bfloat16, False, "deep", "reverse", True),
+            (2, 256, 2, 64, torch.bfloat16, False, "logsigmoid", "reverse", False),
+            (1, 1000, 2, 128, torch.float16, True, "logsigmoid", "forward", True),
+            # No decay over 256 chunks: the end states sum every chunk's term.
+            (1, 16384, 1, 128, torch.bfloat16, False, "none", "both", True),
+        ]
+    ),
+)
+def test_cute_state_walks_match_the_triton_walks(B, T, H, K, dtype, strided, decay, walks, states):
+    from attnops_kernels.chunk_gla import cute_states
+
+    gen = torch.Generator().manual_seed(T + K)
+    q, k, v, g, do = _inputs(B, T, H, K, dtype, gen, strided, decay)
+    NT = -(-T // 64)
+    gc = q.new_empty((B, H, 2, T), dtype=torch.float32)
+    C._launch_g(q, g, gc, None, None, B, NT, B * NT, 64)
+    s0 = [torch.randn(B, H, K, K, generator=gen).cuda() if states else None for _ in range(2)]
+    cfg = CF._bwd_config(K, K, dtype)[1]
+    scale = K**-0.5
+
+    def outputs():
+        # States new from the allocator: NaN first, so that a slot the walk skips fails.
+        s = [torch.full((B * NT, H, K, K), torch.nan, dtype=dtype, device="cuda") for _ in "fr"]
+        e = [torch.full((B, H, K, K), torch.nan, device="cuda") if states else None for _ in "fr"]
+        return s, e
+
+    (h, dh), (ht, dh0) = outputs()
+    fwd = (k, v, s0[0], h, ht) if walks in ("both", "forward") else None
+    rev = (q, do, s0[1], dh, dh0) if walks in ("both", "reverse") else None
+    cute_states.walks(gc, fwd, rev, scale)
+    (h_, dh_), (ht_, dh0_) = outputs()
+    one = (NT, 1)
+    if fwd is not None:
+        C._launch_walk(q, k, v, gc, s0[0], h_, ht_, None, None, B, NT, 64, cfg, 0, one)
+        assert rel_err(h, h_) < 1e-2, ("h", rel_err(h, h_))
+        if states:
+            assert rel_err(ht, ht_) < 1e-2, ("ht", rel_err(ht, ht_))
+    if rev is not None:
+        # The Triton reverse walk always writes the gradient of the initial state.
+        end = torch.empty(B, H, K, K, device="cuda") if dh0_ is None else dh0_
+        C._launch_walk(q, q, do, gc, s0[1], dh_, end, None, scale, B, NT, 64, cfg, 0, one)
+        assert rel_err(dh, dh_) < 1e-2, ("dh", rel_err(dh, dh_))
+        if states:
+            assert rel_err(dh0, dh0_) < 1e-2, ("dh0", rel_err(dh0, dh0_))
+    for name, x in (("h", h), ("dh", dh), ("ht", ht), ("dh0", dh0)):
+        if x is not None and (name[0] == "h") == (fwd is not None):
+            assert torch.isfinite(x).all(), f"{name}: some slot was not written"
+
+
+@pytest.mark.skipif(_SKIP is not None, reason=_SKIP or "")
+@pytest.mark.parametrize(
+    ("B", "T", "H", "K", "save", "expected"),
+    [
+        # Recomputing at K = 128 with whole walks: both in one launch.
+        (2, 4000, 8, 128, False, [(True, True)]),
+        # States saved, the reverse walk whole (more than 64 programs).
+        (4, 256, 16, 128, True, [(False, True)]),
+        # K = 64 with the pass walking dh: the forward walk alone.
+        (8, 256, 32, 64, False, [(True, False)]),
+        # T not a multiple of 4, or the walks split into segments: the Triton walks.
+        (2, 4001, 8, 128, False, []),
+        (1, 4000, 2, 128, False, []),
+    ],
+)
+def test_the_backward_takes_cute_state_walks_where_they_are_whole(
+    monkeypatch, B, T, H, K, save, expected
+):
+    from attnops_kernels.chunk_gla import cute_states
+
+    calls = []
+    walks = cute_states.walks
+
+    def spy(gc, forward=None, reverse=None, scale=1.0):
+        calls.append((forward is not None, reverse is not None))
+        walks(gc, forward, reverse, scale)
+
+    monkeypatch.setattr(cute_states, "walks", spy)
+    monkeypatch.setattr(CF, "_CUTE_BWD", True)
+    gen = torch.Generator().manual_seed(T)
+    q, k, v, g, do = _inputs(B, T, H, K, torch.bfloat16, gen, False, "logsigmoid")
+    h0 = torch.randn(B, H, K, K, generator=gen).cuda()
+    dht = torch.randn(B, H, K, K, generator=gen).cuda()
+    h = C.chunk_gla_fwd(q, k, v, g, None, h0, None, False, save_states=save)[1]
+    ours = C.chunk_gla_bwd(q, k, v, g, None, h0, None, do, dht, h, save_states=save)
+    assert calls == expected
+    monkeypatch.setattr(CF, "_CUTE_STATES", False)
+    theirs = C.chunk_gla_bwd(q, k, v, g, None, h0, None, do, dht, h, save_states=save)
+    for name, a, b in zip(("dq", "dk", "dv", "dg", "dh0"), ours, theirs, strict=True):
+        assert torch.isfinite(a).all(), name
+        assert rel_err(a, b) < 1e-2, (name, rel_err(a, b))
