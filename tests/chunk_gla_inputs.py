@@ -1,5 +1,6 @@
 """Inputs and checks of chunk_gla's launcher tests (tests/test_chunk_gla_split.py,
-test_chunk_gla_fused.py, test_chunk_gla_cute.py, test_chunk_gla_cute_bwd.py)."""
+test_chunk_gla_fused.py, test_chunk_gla_cute.py, test_chunk_gla_cute_bwd.py,
+test_chunk_gla_cute_states.py)."""
 
 from __future__ import annotations
 
@@ -43,6 +44,30 @@ def chunk_gla_inputs(B, T, H, K, V, dtype, h0, strided=False):
         g = g.transpose(1, 2).contiguous().transpose(1, 2)
     init = rnd(B, H, K, V) if h0 else None
     return q, k, v, g, init
+
+
+def gradient_inputs(B, T, H, K, dtype, gen, strided=False, decay="logsigmoid", states=True):
+    """(q, k, v, g, h0, do, dht) on the GPU from the CPU generator ``gen``, K = V: strided takes
+    every other head of a wider tensor; decay "resets" (-inf every 37th token), "deep" (-1e4 at
+    every third), "none" (zeros) or logsigmoid(randn); h0 and dht None without ``states``."""
+
+    def rand(*shape):
+        if strided:
+            wide = (*shape[:2], 2 * shape[2], shape[3])
+            return torch.randn(wide, generator=gen).to(dtype).cuda()[:, :, ::2]
+        return torch.randn(shape, generator=gen).to(dtype).cuda()
+
+    q, k, v, do = (rand(B, T, H, K) for _ in range(4))
+    g = F.logsigmoid(torch.randn(B, T, H, generator=gen))
+    if decay == "resets":
+        g[:, ::37] = -torch.inf
+    elif decay == "deep":
+        g[:, 1::3] = -1e4
+    elif decay == "none":
+        g.zero_()
+    h0 = torch.randn(B, H, K, K, generator=gen).cuda() if states else None
+    dht = torch.randn(B, H, K, K, generator=gen).cuda() if states else None
+    return q, k, v, g.cuda(), h0, do, dht
 
 
 def assert_matches_reference(q, k, v, g, init, o, ht):

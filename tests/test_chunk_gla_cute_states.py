@@ -12,8 +12,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-import torch.nn.functional as F
-from chunk_gla_inputs import hopper_with_cute, rel_err
+from chunk_gla_inputs import gradient_inputs, hopper_with_cute, rel_err
 from marks import first_by_default
 
 from attnops_kernels.chunk_gla import config as CF
@@ -33,22 +32,8 @@ def test_the_state_walks_contract(monkeypatch):
 
 
 def _inputs(B, T, H, K, dtype, gen, strided, decay):
-    def rand(*shape):
-        if strided:
-            # Every other head of a wider tensor: strides that are not the compact ones.
-            wide = (*shape[:2], 2 * shape[2], shape[3])
-            return torch.randn(wide, generator=gen).to(dtype).cuda()[:, :, ::2]
-        return torch.randn(shape, generator=gen).to(dtype).cuda()
-
-    q, k, v, do = (rand(B, T, H, K) for _ in range(4))
-    g = F.logsigmoid(torch.randn(B, T, H, generator=gen))
-    if decay == "resets":
-        g[:, ::37] = -torch.inf
-    elif decay == "deep":
-        g[:, 1::3] = -1e4
-    elif decay == "none":
-        g.zero_()
-    return q, k, v, g.cuda(), do
+    q, k, v, g, _, do, _ = gradient_inputs(B, T, H, K, dtype, gen, strided, decay, states=False)
+    return q, k, v, g, do
 
 
 @pytest.mark.skipif(_SKIP is not None, reason=_SKIP or "")
