@@ -22,13 +22,15 @@ _SKIP = hopper_with_cute()
 
 
 def test_the_state_walks_contract(monkeypatch):
-    # T a multiple of 4 (the TMA reads the log-decay's rows), B per walk within the grid.
+    # T a multiple of 4 (the TMA reads the log-decay's rows), B per walk and H within the grid.
     monkeypatch.setattr(CF, "_CUTE_STATES", True)
-    assert CF._cute_states(2, 4096) and CF._cute_states(1, 4) and CF._cute_states(32767, 8)
-    assert not CF._cute_states(2, 4098) and not CF._cute_states(2, 1) and not CF._cute_states(1, 7)
-    assert not CF._cute_states(32768, 8)  # two walks of 32768 sequences: 65536 grid rows
+    ok = CF._cute_states
+    assert ok(2, 4096, 16) and ok(1, 4, 1) and ok(32767, 8, 65535)
+    assert not ok(2, 4098, 16) and not ok(2, 1, 16) and not ok(1, 7, 16)
+    assert not ok(32768, 8, 16)  # two walks of 32768 sequences: 65536 grid rows
+    assert not ok(1, 8, 65536)  # heads: the grid's second size
     monkeypatch.setattr(CF, "_CUTE_STATES", False)
-    assert not CF._cute_states(2, 4096)
+    assert not ok(2, 4096, 16)
 
 
 def _inputs(B, T, H, K, dtype, gen, strided, decay):

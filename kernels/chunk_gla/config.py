@@ -279,11 +279,12 @@ def _cute_bwd_walks(device, B, H, K):
     return B * H >= _CUTE_BWD_WALK_FILL * cdiv(B * H, slots) * slots
 
 
-def _cute_states(B, T):
+def _cute_states(B, T, H):
     """Whether the backward's state walks run in CuTeDSL (cute_states.py), where the gradients'
     pass does (``_cute_bwd_plan``) and a walk is whole: T a multiple of 4 (the TMA reads the
-    log-decay's rows of T float32) and the grid's third size, B per walk, at most 65535."""
-    return _CUTE_STATES and T % 4 == 0 and 2 * B <= _MAX_GRID_YZ
+    log-decay's rows of T float32), and the grid's second and third sizes (H, and B for each
+    of two walks) at most 65535."""
+    return _CUTE_STATES and T % 4 == 0 and H <= _MAX_GRID_YZ and 2 * B <= _MAX_GRID_YZ
 
 
 def _cute_walk_split(device, ctas: int) -> bool:

@@ -496,7 +496,7 @@ def chunk_gla_bwd(
     else:
         # The forward's chunk states: only the gradients are walked.
         h = h_saved if mode != 2 else h_saved.to(torch.float32)
-    cute_states = cute_grads and config._cute_states(B, T)
+    cute_states = cute_grads and config._cute_states(B, T, H)
     if cute_walk:
         from . import cute_bwd
 
