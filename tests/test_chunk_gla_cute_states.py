@@ -103,7 +103,7 @@ def test_cute_state_walks_match_the_triton_walks(B, T, H, K, dtype, strided, dec
         (2, 4000, 8, 128, False, [(True, True)]),
         # States saved, the reverse walk whole (more than 64 programs).
         (4, 256, 16, 128, True, [(False, True)]),
-        # K = 64 with the pass walking dh: the forward walk alone.
+        # K = 64 with the pass walking dh (forced below): the forward walk alone.
         (8, 256, 32, 64, False, [(True, False)]),
         # T not a multiple of 4, or the walks split into segments: the Triton walks.
         (2, 4001, 8, 128, False, []),
@@ -124,6 +124,7 @@ def test_the_backward_takes_cute_state_walks_where_they_are_whole(
 
     monkeypatch.setattr(cute_states, "walks", spy)
     monkeypatch.setattr(CF, "_CUTE_BWD", True)
+    monkeypatch.setattr(CF, "_CUTE_BWD_WALK_FILL", 0)  # at K = 64 the pass walks dh
     gen = torch.Generator().manual_seed(T)
     q, k, v, g, do = _inputs(B, T, H, K, torch.bfloat16, gen, False, "logsigmoid")
     h0 = torch.randn(B, H, K, K, generator=gen).cuda()

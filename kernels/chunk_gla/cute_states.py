@@ -11,8 +11,9 @@ slot, then ``dS <- exp(G_L) dS + q^T (do * scale * exp(G))``; from the state (gr
 start, ``s0`` (zeros without), and what is left at the end into ``s_end`` where asked. One
 launch walks one of them or both side by side (the backward without the forward's states). The
 contract is config.py's ``_cute_states`` beside ``_cute_bwd_plan``: no packed sequences, K = V
-of 64 or 128, 16-bit inputs the TMA can read, and T a multiple of 4 (the TMA reads the
-log-decay's rows of T float32 values, whose stride must be a multiple of 16 bytes).
+of 64 or 128, 16-bit inputs the TMA can read, T a multiple of 4 (the TMA reads the
+log-decay's rows of T float32 values, whose stride must be a multiple of 16 bytes), and heads
+and sequences that fit the grid.
 triton.py's ``chunk_gla_bwd`` chooses it where a walk is not split into segments.
 
 Note [chunk_gla CuTe state walk]: the walk is a chain, one chunk after another, so what counts
