@@ -20,6 +20,11 @@ CuTeDSL backward whose gradients' pass walks dh itself (one CTA per sequence and
 the one that reads dh from the Triton reverse walk (a CTA per multiprocessor), forced either way
 whatever ``config._cute_bwd_walks`` would choose: where its threshold should lie.
 
+``--state-walks`` instead times, at the four shapes, the backward with the CuTeDSL pass whose
+state walks are Triton's against the one whose whole walks are CuTeDSL's (cute_states.py,
+where ``config._cute_states`` allows them; split walks stay Triton's either way), with the
+states saved and recomputed.
+
 Before timing, each shape's gradients of the two backwards are compared (``BAD`` where one
 differs from the other by more than 2e-2 of its largest value, or is not finite); exit 1 on any.
 """
@@ -107,14 +112,55 @@ def walk_sweep(replays):
     print(markdown(header, rows))
 
 
+def state_walks(replays):
+    switch(True)
+    rows, bad = [], 0
+    for B, T, H, K in SHAPES:
+        q, k, v, g, do = inputs(B, T, H, K)
+        h = C.chunk_gla_fwd(q, k, v, g, None, None, None, False, save_states=True)[1]
+        for save in (True, False):
+            run = functools.partial(backward, q, k, v, g, do, h if save else None, save)
+            outs, times = {}, {False: [], True: []}
+            for cute in (False, True):
+                CF._CUTE_STATES = cute
+                outs[cute] = run()
+            worst = max(
+                (a.float() - b.float()).abs().max().item() / b.float().abs().max().item()
+                for a, b in zip(outs[True], outs[False], strict=True)
+            )
+            ok = worst <= BAD and all(torch.isfinite(a).all() for a in outs[True])
+            bad += not ok
+            for _ in range(2):
+                for cute in (False, True):
+                    CF._CUTE_STATES = cute
+                    times[cute].append(graph_us(run, calls=5, replays=replays))
+            tri, cute = min(times[False]), min(times[True])
+            kind = "bwd, states " + ("saved" if save else "recomputed")
+            err = f"{worst:.1e}" + ("" if ok else " BAD")
+            rows.append(
+                [f"B{B} T{T} H{H} K=V={K}", kind, f"{tri:.1f}", f"{cute:.1f}",
+                 f"{tri / cute:.2f}", err]
+            )  # fmt: skip
+        del h
+        torch.cuda.empty_cache()
+    name = torch.cuda.get_device_name()
+    print(f"chunk_gla backward with the CuTeDSL pass, state walks Triton's or CuTeDSL's, {name}")
+    header = ["shape", "what", "Triton walks", "CuTeDSL walks", "ratio", "largest diff"]
+    print(markdown(header, rows))
+    sys.exit(1 if bad else 0)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--replays", type=int, default=7)
     ap.add_argument("--walk-sweep", action="store_true", help="see the module docstring")
+    ap.add_argument("--state-walks", action="store_true", help="see the module docstring")
     args = ap.parse_args()
     if args.walk_sweep:
         walk_sweep(args.replays)
         return
+    if args.state_walks:
+        state_walks(args.replays)
     import attnops
 
     rows, bad = [], 0
