@@ -72,14 +72,38 @@ def step(attnops, xs, do, save=False):
     return torch.autograd.grad(out.output, xs, do)
 
 
-def pair(fn, replays, grad=False):
-    # Both versions, alternating, twice: the smaller median of each.
+def pair(fn, replays, grad=False, choose=switch):
+    # Both versions (choose(False), then choose(True)), alternating, twice: the smaller median
+    # of each.
     times = {False: [], True: []}
     for _ in range(2):
-        for cute in (False, True):
-            switch(cute)
-            times[cute].append(graph_us(fn, calls=5, replays=replays, grad=grad))
+        for on in (False, True):
+            choose(on)
+            times[on].append(graph_us(fn, calls=5, replays=replays, grad=grad))
     return min(times[False]), min(times[True])
+
+
+def compare(ours, theirs):
+    # The largest difference of any gradient from the other's, relative to its largest value,
+    # and whether that is within BAD with every gradient finite.
+    worst = max(
+        (a.float() - b.float()).abs().max().item() / b.float().abs().max().item()
+        for a, b in zip(ours, theirs, strict=True)
+    )
+    return worst, worst <= BAD and all(torch.isfinite(a).all() for a in ours)
+
+
+def report(title, columns, rows, bad):
+    # The table (shape, what, the two versions' times and their ratio, largest difference);
+    # exit 1 where any comparison was BAD.
+    name = torch.cuda.get_device_name()
+    print(f"{title}, {name}, torch {torch.__version__}, bf16, us")
+    print(markdown(["shape", "what", *columns, "largest diff"], rows))
+    sys.exit(1 if bad else 0)
+
+
+def setter(name):
+    return lambda on: setattr(CF, name, on)
 
 
 def walk_sweep(replays):
@@ -92,12 +116,7 @@ def walk_sweep(replays):
         h = C.chunk_gla_fwd(q, k, v, g, None, None, None, False, save_states=True)[1]
         for save in (True, False):
             run = functools.partial(backward, q, k, v, g, do, h if save else None, save)
-            times = {False: [], True: []}
-            for _ in range(2):
-                for walk in (False, True):
-                    CF._CUTE_BWD_WALK = walk
-                    times[walk].append(graph_us(run, calls=5, replays=replays))
-            apart, walked = min(times[False]), min(times[True])
+            apart, walked = pair(run, replays, choose=setter("_CUTE_BWD_WALK"))
             kind = "bwd, states " + ("saved" if save else "recomputed")
             rows.append(
                 [f"B{B} T{T} H{H} K=V={K}", B * H, kind, f"{apart:.1f}", f"{walked:.1f}",
@@ -120,21 +139,13 @@ def state_walks(replays):
         h = C.chunk_gla_fwd(q, k, v, g, None, None, None, False, save_states=True)[1]
         for save in (True, False):
             run = functools.partial(backward, q, k, v, g, do, h if save else None, save)
-            outs, times = {}, {False: [], True: []}
+            outs = {}
             for cute in (False, True):
                 CF._CUTE_STATES = cute
                 outs[cute] = run()
-            worst = max(
-                (a.float() - b.float()).abs().max().item() / b.float().abs().max().item()
-                for a, b in zip(outs[True], outs[False], strict=True)
-            )
-            ok = worst <= BAD and all(torch.isfinite(a).all() for a in outs[True])
+            worst, ok = compare(outs[True], outs[False])
             bad += not ok
-            for _ in range(2):
-                for cute in (False, True):
-                    CF._CUTE_STATES = cute
-                    times[cute].append(graph_us(run, calls=5, replays=replays))
-            tri, cute = min(times[False]), min(times[True])
+            tri, cute = pair(run, replays, choose=setter("_CUTE_STATES"))
             kind = "bwd, states " + ("saved" if save else "recomputed")
             err = f"{worst:.1e}" + ("" if ok else " BAD")
             rows.append(
@@ -143,11 +154,8 @@ def state_walks(replays):
             )  # fmt: skip
         del h
         torch.cuda.empty_cache()
-    name = torch.cuda.get_device_name()
-    print(f"chunk_gla backward with the CuTeDSL pass, state walks Triton's or CuTeDSL's, {name}")
-    header = ["shape", "what", "Triton walks", "CuTeDSL walks", "ratio", "largest diff"]
-    print(markdown(header, rows))
-    sys.exit(1 if bad else 0)
+    title = "chunk_gla backward with the CuTeDSL pass, state walks Triton's or CuTeDSL's"
+    report(title, ["Triton walks", "CuTeDSL walks", "ratio"], rows, bad)
 
 
 def main():
@@ -175,12 +183,7 @@ def main():
             for cute in (False, True):
                 switch(cute)
                 outs[cute] = backward(q, k, v, g, do, hs, save)
-            errs = [
-                (a.float() - b.float()).abs().max().item() / b.float().abs().max().item()
-                for a, b in zip(outs[True], outs[False], strict=True)
-            ]
-            worst = max(errs)
-            ok = worst <= BAD and all(torch.isfinite(a).all() for a in outs[True])
+            worst, ok = compare(outs[True], outs[False])
             bad += not ok
             run = functools.partial(backward, q, k, v, g, do, hs, save)
             t_tri, t_cute = pair(run, args.replays)
@@ -202,11 +205,7 @@ def main():
             kind = "fwd+bwd, states " + ("saved" if save else "recomputed")
             rows.append([label, kind, f"{t_tri:.1f}", f"{t_cute:.1f}", ratio, ""])
         torch.cuda.empty_cache()
-    name = torch.cuda.get_device_name()
-    print(f"chunk_gla backward, {name}, torch {torch.__version__}, bf16, us")
-    header = ["shape", "what", "Triton", "CuTeDSL", "Triton / CuTeDSL", "largest diff"]
-    print(markdown(header, rows))
-    sys.exit(1 if bad else 0)
+    report("chunk_gla backward", ["Triton", "CuTeDSL", "Triton / CuTeDSL"], rows, bad)
 
 
 if __name__ == "__main__":
