@@ -232,9 +232,9 @@ def _zero_uncovered(mO, mCu, i_z, i_h, i_v, bos, eos, tid, nthreads: cutlass.Con
 
 
 @cute.jit
-def _start_state(acc_h, cH, mS0, i_state, i_h, i_v, use_s0: cutlass.Constexpr):
+def _start_state(acc_h, cH, mS0, i_state, i_h, r0, c0, use_s0: cutlass.Constexpr):
     """The state at the walk's start into the accumulator ``acc_h`` (coordinates ``cH``): its
-    columns of ``mS0[i_state, i_h]`` with ``use_s0``, else zeros."""
+    rows from r0 and columns from c0 of ``mS0[i_state, i_h]`` with ``use_s0``, else zeros."""
     V = mS0.shape[3]
     for i in cutlass.range_constexpr(cute.size(acc_h)):
         acc_h[i] = Float32(0.0)
@@ -242,21 +242,20 @@ def _start_state(acc_h, cH, mS0, i_state, i_h, i_v, use_s0: cutlass.Constexpr):
             # A select, not a branch: the accumulator written on a divergent path would make
             # ptxas serialize every warpgroup product of the kernel.
             r, n = cH[i]
-            col = i_v * BV + n
-            x = mS0[i_state, i_h, r, cutlass.min(col, V - 1)]
+            col = c0 + n
+            x = mS0[i_state, i_h, r0 + r, cutlass.min(col, V - 1)]
             acc_h[i] = cutlass.select_(col < V, x, Float32(0.0))
 
 
 @cute.jit
-def _end_state(acc_h, cH, mHt, i_state, i_h, i_v):
-    """The state after the walk, the accumulator ``acc_h`` (coordinates ``cH``), into its columns
-    of ``mHt[i_state, i_h]``."""
+def _end_state(acc_h, cH, mHt, i_state, i_h, r0, c0):
+    """The state after the walk, the accumulator ``acc_h`` (coordinates ``cH``), into its rows
+    from r0 and columns from c0 of ``mHt[i_state, i_h]``."""
     V = mHt.shape[3]
     for i in cutlass.range_constexpr(cute.size(acc_h)):
         r, n = cH[i]
-        col = i_v * BV + n
-        if col < V:
-            mHt[i_state, i_h, r, col] = acc_h[i]
+        if c0 + n < V:
+            mHt[i_state, i_h, r0 + r, c0 + n] = acc_h[i]
 
 
 @cute.jit
@@ -567,7 +566,7 @@ class _Walk:
             zVd = cute.zipped_divide(sVd, (8, 1, 1))
 
             # The state at the walk's start.
-            _start_state(acc_h, cH, mS0, i_state, i_h, i_v, self.use_s0)
+            _start_state(acc_h, cH, mS0, i_state, i_h, 0, i_v * BV, self.use_s0)
             for i in cutlass.range_constexpr(cute.size(acc_h)):
                 tHs[i] = acc_h[i].to(self.dtype)
 
@@ -648,7 +647,7 @@ class _Walk:
                 _zero_uncovered(mO, mCu, i_z, i_h, i_v, bos, eos, tid, _THREADS)
 
             if const_expr(self.store_ht):
-                _end_state(acc_h, cH, mHt, i_state, i_h, i_v)
+                _end_state(acc_h, cH, mHt, i_state, i_h, 0, i_v * BV)
 
     @cute.jit
     def _three_warpgroups(
@@ -681,7 +680,7 @@ class _Walk:
             hb = cute.make_rmem_tensor_like(acc_h, self.dtype)
             zV = cute.zipped_divide(sV, (8, 1, 1))
             zVd = cute.zipped_divide(sVd, (8, 1, 1))
-            _start_state(acc_h, cH, mS0, i_state, i_h, i_v, self.use_s0)
+            _start_state(acc_h, cH, mS0, i_state, i_h, 0, i_v * BV, self.use_s0)
             # The next chunk's log-decays are loaded a chunk ahead of their use.
             g1 = Float32(0.0)
             cc1 = Float32(0.0)
@@ -754,7 +753,7 @@ class _Walk:
             if const_expr(self.use_cu):
                 _zero_uncovered(mO, mCu, i_z, i_h, i_v, bos, eos, wtid, _THREADS)
             if const_expr(self.store_ht):
-                _end_state(acc_h, cH, mHt, i_state, i_h, i_v)
+                _end_state(acc_h, cH, mHt, i_state, i_h, 0, i_v * BV)
         else:
             # An output warpgroup: chunks m = j, j + 2, ... of the walk.
             j = wg - 1

@@ -58,8 +58,10 @@ from .._cute import CompileCache, TensorArg
 from .cute import (
     _bounds,
     _cute_dtype,
+    _end_state,
     _gemm,
     _stage,
+    _start_state,
     _tma_atom,
 )
 
@@ -99,32 +101,6 @@ def _weigh_b(
             )
         x = zB[None, (e % (BV // 8), row, s)].load().to(Float32)
         zBd[None, (e % (BV // 8), row, d)].store((x * wt).to(dtype))
-
-
-@cute.jit
-def _start_rows(acc, cH, mS0, i_state, i_h, r0, c0, use_s0: cutlass.Constexpr):
-    """The state at the walk's start into the accumulator ``acc`` (coordinates ``cH``): rows
-    from r0 and columns from c0 of ``mS0[i_state, i_h]`` with ``use_s0``, else zeros."""
-    V = mS0.shape[3]
-    for i in cutlass.range_constexpr(cute.size(acc)):
-        acc[i] = Float32(0.0)
-        if const_expr(use_s0):
-            # A select, not a branch (cute.py's _start_state says why).
-            r, n = cH[i]
-            col = c0 + n
-            x = mS0[i_state, i_h, r0 + r, cutlass.min(col, V - 1)]
-            acc[i] = cutlass.select_(col < V, x, Float32(0.0))
-
-
-@cute.jit
-def _end_rows(acc, cH, mEnd, i_state, i_h, r0, c0):
-    """The accumulator ``acc`` (coordinates ``cH``) into rows from r0 and columns from c0 of
-    ``mEnd[i_state, i_h]``."""
-    V = mEnd.shape[3]
-    for i in cutlass.range_constexpr(cute.size(acc)):
-        r, n = cH[i]
-        if c0 + n < V:
-            mEnd[i_state, i_h, r0 + r, c0 + n] = acc[i]
 
 
 class _States:
@@ -340,7 +316,7 @@ class _States:
         hb = cute.make_rmem_tensor_like(acc_h, self.dtype)
         zB = cute.zipped_divide(sB, (8, 1, 1))
         zBd = cute.zipped_divide(sBd, (8, 1, 1))
-        _start_rows(acc_h, cH, mS0, i_state, i_h, i_k * bk, i_v * BV, self.use_s0[w])
+        _start_state(acc_h, cH, mS0, i_state, i_h, i_k * bk, i_v * BV, self.use_s0[w])
 
         if nc > 0:
             # The start state's 16-bit copy, and the first chunk's weighted b.
@@ -398,7 +374,7 @@ class _States:
         if warp == _STORE_WARP:
             cute.arch.cp_async_bulk_wait_group(0, read=True)
         if const_expr(self.store_end[w]):
-            _end_rows(acc_h, cH, mEnd, i_state, i_h, i_k * bk, i_v * BV)
+            _end_state(acc_h, cH, mEnd, i_state, i_h, i_k * bk, i_v * BV)
 
     @cute.jit
     def _chunk(self, c_lo, c_hi, m, w: cutlass.Constexpr):
