@@ -334,12 +334,12 @@ def test_ptxas_issues_the_kernels_warpgroup_products_without_waiting_between_the
     """ptxas serializes every wgmma of a kernel where one sits on a path it cannot prove the
     whole warpgroup takes, and says so only as an advisory (C7520): the walk of three
     warpgroups ran so until one warp's mbarrier wait left its output warpgroups' loop.
-    ``tests/cute_ptxas_check.py`` compiles a dozen keys of the walk, the gradients' pass and
-    the state walks for sm_90a (no GPU needed) and fails on that advisory (or, where no ptxas
+    ``tests/cute_ptxas_check.py`` compiles keys of the walk, the gradients' pass and the state
+    walks for sm_90a (no GPU needed) and fails on that advisory (or, where no ptxas
     here takes the PTX, on a wait for every product in the SASS) or on a spill."""
     if importlib.util.find_spec("cutlass") is None:
         pytest.skip("needs nvidia-cutlass-dsl (the cute extra) to compile the kernels")
-    from cute_ptxas_check import tools
+    from cute_ptxas_check import grads_keys, states_keys, tools, walk_keys
 
     if not tools("ptxas") and not tools("cuobjdump"):
         pytest.skip("needs ptxas or cuobjdump (CUDA's, or Triton's own) to read the kernels")
@@ -352,5 +352,6 @@ def test_ptxas_issues_the_kernels_warpgroup_products_without_waiting_between_the
         timeout=900,
     )
     assert run.returncode == 0, run.stdout + run.stderr
-    # Eight keys of the walk and four of the gradients' pass, each compiled and read.
-    assert sum(line.startswith("ok ") for line in run.stdout.splitlines()) == 12, run.stdout
+    # Every key the check lists, each compiled and read.
+    keys = [*walk_keys(False), *grads_keys(), *states_keys()]
+    assert sum(line.startswith("ok ") for line in run.stdout.splitlines()) == len(keys), run.stdout
