@@ -169,6 +169,7 @@ def main():
         return
     if args.state_walks:
         state_walks(args.replays)
+        return
     import attnops
 
     rows, bad = [], 0
