@@ -177,7 +177,9 @@ def test_cute_walk_matches_the_triton_forward(
     ("offsets", "T", "K", "V", "init", "dtype"),
     first_by_default(
         [
-            ((0, 100, 101, 357, 900), 900, 128, 128, True, torch.bfloat16),
+            # Sequences that start off the 16-byte boundaries of the log-decay's rows, whose G
+            # and C rows are off them by different amounts (T = 901).
+            ((0, 100, 101, 357, 900), 901, 128, 128, True, torch.bfloat16),
             ((0, 64, 128, 130, 500), 500, 64, 96, False, torch.float16),
             # Uncovered tokens before the first sequence and after the last get zeros; an
             # int64 offset past int32 is clamped to T like any other.
@@ -235,7 +237,7 @@ def test_cute_walk_matches_the_triton_forward_at_the_edges(monkeypatch, organiza
     # negative decays, sequences shorter than a chunk, the same tensor as q and k, no decay.
     B, T, H, K, V = (3, 1, 2, 64, 64) if edge == "one token" else (3, 5, 2, 64, 64)
     if edge not in ("one token", "five tokens"):
-        B, T = 2, 300
+        B, T = 2, 301  # rows of the log-decay off its 16-byte boundaries
     gen = torch.Generator().manual_seed(11)
     q = _rand((B, T, H, K), torch.bfloat16, "cuda", False, gen)
     k = q if edge == "q is k" else _rand((B, T, H, K), torch.bfloat16, "cuda", False, gen)

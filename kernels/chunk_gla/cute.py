@@ -29,8 +29,17 @@ chunk's loads are waited for, and waits for the store to have read S16 before th
 which S16 is rewritten, so the store runs under the chunk's products.
 
 The loads of chunk ``c + 2`` are in flight while chunk ``c`` is computed (two stages of q, k and
-v tiles, each completing on its own mbarrier); the log-decay of chunk ``c + 1`` is read into
-registers at the start of chunk ``c`` and published to shared memory at its end. Tokens past
+v tiles, each completing on its own mbarrier). Each chunk's G and C come in by TMA with its
+stage, and the table of chunk ``c + 1`` is published from them at the end of chunk ``c``: no
+thread loads from global memory inside the walk. They come from a flat view of the scratch as
+boxes of ``_GBOX`` values that start at the 16-byte boundary at or before the chunk's first
+token (a TMA box must start on one), so any T and any packed sequence's start; the table reads
+them from the token's offset past that boundary (``_decay_rows``). ptxas
+makes the proxy fence after each write to shared memory that a product reads a
+``MEMBAR.ALL.CTA``, and a memory barrier waits for the thread's loads in flight: a log-decay
+loaded chunks ahead by the threads would still put a round trip to memory on every chunk's
+chain (the state walks took 613 µs with such loads and their table, 403 without:
+docs/performance.md, "chunk_gla: the CuTeDSL state walks"). Tokens past
 ``T`` are zeros (the TMA fills them); tokens past a packed sequence's end (the next sequence's)
 enter neither the state (weight exp(-inf) = 0) nor the attention (the causal mask stops at the
 sequence's end), and their outputs are not stored.
@@ -46,10 +55,10 @@ k and v tiles; each stage's ``full`` mbarrier completes with its TMA loads, its 
 when the state's warpgroup has read its k and v, and the output warpgroup that read it last
 issues its next loads after both. Each state tile's ``ready`` mbarrier completes when the state's
 warpgroup has written it (and its table), its ``free`` one when the output warpgroup has read
-both; the state's warpgroup writes a tile again only after that. The state's warpgroup loads
-each chunk's log-decays a chunk ahead of publishing them. Where more CTAs walk than there are
-multiprocessors, two CTAs of ``_Walk`` share each (384 threads of ``_WalkWS`` and their
-registers leave room for only one) and measured faster.
+both; the state's warpgroup writes a tile again only after that. It publishes each chunk's
+table from the G and C of the chunk's stage, waiting for that stage a step early. Where more
+CTAs walk than there are multiprocessors, two CTAs of ``_Walk`` share each (384 threads of
+``_WalkWS`` and their registers leave room for only one) and measured faster.
 
 Every wgmma of a warpgroup must be on paths that ptxas can prove the whole warpgroup takes:
 where it cannot (a branch on the thread index, one warp of the warpgroup waiting on an
@@ -80,10 +89,20 @@ BT = 64  # tokens per chunk
 BV = 64  # V columns per CTA
 _THREADS = 128  # one warpgroup
 _STAGES = 2
+# Each chunk's G and C come in by TMA as boxes of _GBOX float32 values from the 16-byte boundary
+# at or before its first token (a box must start on one), into rows of _GROW values (a TMA
+# destination starts on 128 bytes).
+_GBOX = BT + 4
+_GROW = 96
 _LOG2E = math.log2(math.e)
 # Separate wgmma groups, so that A = q k^T is used while q S16 runs, and the output is stored
 # while the state's product runs (False: each pair of products waited for together).
 OVERLAP = True
+# The walk of one warpgroup at K = 64 stores each whole output tile by TMA from shared memory
+# (False: from registers, as first shipped): no global store of its threads is then in flight at
+# the proxy fence that ends each chunk. At K = 128 the tile would leave room for one CTA per
+# multiprocessor only (115 KB each).
+_OUT_TMA = True
 
 
 def _gemm(tiled_mma, acc, a, b, accumulate: bool):
@@ -141,15 +160,60 @@ def _tma_tiles(tma, smem, g, tile, i_h, i_x):
 
 
 @cute.jit
-def _issue(loads, bars, c, s, stage_bytes: cutlass.Constexpr):
-    """One warp: the TMA loads of chunk c's q, k and v tiles into stage s (a TMA copy elects
-    its issuing lane itself, so every lane of the warp must reach it)."""
-    tma_q, tQg, tQs, tma_k, tKg, tKs, tma_v, tVg, tVs = loads
+def _issue(loads, bar, c, s, stage_bytes: cutlass.Constexpr):
+    """One warp: the TMA loads of chunk c's q, k and v tiles into stage slot s, completing on
+    the mbarrier ``bar`` (a TMA copy elects its issuing lane itself, so every lane of the warp
+    must reach it)."""
+    tma_q, tQg, tQs, tma_k, tKg, tKs, tma_v, tVg, tVs, tma_g, tGg, tGs, tCg, tCs = loads
     with cute.arch.elect_one():
-        cute.arch.mbarrier_arrive_and_expect_tx(bars + s, stage_bytes)
-    cute.copy(tma_q, tQg[None, c], tQs[None, s], tma_bar_ptr=bars + s)
-    cute.copy(tma_k, tKg[None, c], tKs[None, s], tma_bar_ptr=bars + s)
-    cute.copy(tma_v, tVg[None, c], tVs[None, s], tma_bar_ptr=bars + s)
+        cute.arch.mbarrier_arrive_and_expect_tx(bar, stage_bytes)
+    cute.copy(tma_q, tQg[None, c], tQs[None, s], tma_bar_ptr=bar)
+    cute.copy(tma_k, tKg[None, c], tKs[None, s], tma_bar_ptr=bar)
+    cute.copy(tma_v, tVg[None, c], tVs[None, s], tma_bar_ptr=bar)
+    cute.copy(tma_g, tGg[None, c], tGs[None, s], tma_bar_ptr=bar)
+    cute.copy(tma_g, tCg[None, c], tCs[None, s], tma_bar_ptr=bar)
+
+
+@cute.jit
+def _head_loads(
+    tmas, gs, smems, i_h, i_b, i_v, bos, K: cutlass.Constexpr, use_cu: cutlass.Constexpr
+):
+    """The TMA partitions of head i_h's q, k, v and log-decay (``_issue``'s ``loads``): the
+    (tokens, cols, H, B) views ``gs`` of the sequence of batch row i_b from token bos, in
+    chunks, and the shared tiles ``smems`` (rows, columns, stage slot), V block i_v of v; G and
+    C of the log-decay from ``gg``, the flat view of its [B, H, 2, T] scratch, where the
+    sequence's first token's are at ``g0`` and ``c0`` (``_decay_starts``)."""
+    tma_q, tma_k, tma_v, tma_g = tmas
+    gq, gk, gv, gg, g0, c0 = gs
+    sQ, sK, sV, sG = smems
+    # Chunks start at the sequence's first token (tiles of the TMA's coordinates).
+    gq_s = gq[None, None, i_h, i_b]
+    gk_s = gk[None, None, i_h, i_b]
+    gv_s = gv[None, None, i_h, i_b]
+    if const_expr(use_cu):
+        gq_s = cute.domain_offset((bos, 0), gq_s)
+        gk_s = cute.domain_offset((bos, 0), gk_s)
+        gv_s = cute.domain_offset((0, bos), gv_s)
+    gQ = cute.local_tile(gq_s, (BT, K), (None, 0))  # (BT, K, chunks)
+    gK = cute.local_tile(gk_s, (BT, K), (None, 0))
+    gV = cute.local_tile(gv_s, (BV, BT), (i_v, None))  # (BV, BT, chunks)
+    tQs, tQg = cpasync.tma_partition(
+        tma_q, 0, cute.make_layout(1), cute.group_modes(sQ, 0, 2), cute.group_modes(gQ, 0, 2)
+    )
+    tKs, tKg = cpasync.tma_partition(
+        tma_k, 0, cute.make_layout(1), cute.group_modes(sK, 0, 2), cute.group_modes(gK, 0, 2)
+    )
+    tVs, tVg = cpasync.tma_partition(
+        tma_v, 0, cute.make_layout(1), cute.group_modes(sV, 0, 2), cute.group_modes(gV, 0, 2)
+    )
+    # Row G of this head's log-decay, then row C: chunk c's box starts at the 16-byte boundary
+    # at or before its first token, BT values after chunk c - 1's (_GBOX, chunks).
+    boxes = cute.make_layout((_GBOX, cute.ceil_div(cute.size(gg), BT)), stride=(1, BT))
+    gG = cute.composition(cute.domain_offset((g0 - g0 % 4,), gg), boxes)
+    gC = cute.composition(cute.domain_offset((c0 - c0 % 4,), gg), boxes)
+    tGs, tGg = cpasync.tma_partition(tma_g, 0, cute.make_layout(1), sG[None, 0, None], gG)
+    tCs, tCg = cpasync.tma_partition(tma_g, 0, cute.make_layout(1), sG[None, 1, None], gC)
+    return (tma_q, tQg, tQs, tma_k, tKg, tKs, tma_v, tVg, tVs, tma_g, tGg, tGs, tCg, tCs)
 
 
 @cute.jit
@@ -170,7 +234,8 @@ def _load_decay(mGc, i_b, i_h, t0, eos, tid):
 
 @cute.jit
 def _publish_decay(dec, tid, g, cc, gl, cl, t0, eos, scale):
-    """Threads t < BT write the chunk at token t0's table from ``_load_decay``'s values: token
+    """Threads t < BT write the chunk at token t0's table from its log-decay (``g``, ``cc``:
+    token t's G and C, zeros past the sequence's end; ``gl``, ``cl``: its last token's): token
     t's G, C, exp(G_L - G) (0 past the sequence's end, whose tokens, another sequence's with
     packed sequences, must not enter the state), scale * exp(G) and G_L to ``dec``."""
     if tid < BT:
@@ -183,6 +248,40 @@ def _publish_decay(dec, tid, g, cc, gl, cl, t0, eos, scale):
         dec[tid, 2] = cute.math.exp2(span * _LOG2E, fastmath=True)
         dec[tid, 3] = cute.math.exp2(g * _LOG2E, fastmath=True) * scale
         dec[tid, 4] = gl
+
+
+@cute.jit
+def _decay_starts(i_b, i_h, H, T, bos):
+    """Where token bos of batch row i_b and head i_h has its G and its C in the flat view of the
+    [B, H, 2, T] log-decay scratch (config._cute_plan keeps B * H * 2 * T below 2**31)."""
+    g0 = ((i_b * H + i_h) * 2) * T + bos
+    return g0, g0 + T
+
+
+@cute.jit
+def _decay_rows(sG, g0, c0):
+    """The G and C views (BT, stage slot) of the stage slots' boxes (``sG``: _GBOX, G and C,
+    stage slot) from the chunk's first token on: a box starts at the 16-byte boundary at or
+    before it, g0 % 4 (c0 % 4) values earlier, the same for every chunk of the walk."""
+    rows = cute.make_layout((BT, cute.size(sG, mode=[2])), stride=(1, 2 * _GROW))
+    g = cute.make_tensor(sG.iterator + g0 % 4, rows)
+    c = cute.make_tensor(sG.iterator + _GROW + c0 % 4, rows)
+    return g, c
+
+
+@cute.jit
+def _publish_stage_decay(dec, tid, sGv, s, t0, eos, scale):
+    """``_publish_decay`` from the chunk's G and C that its TMA loads brought into stage slot s
+    (``sGv``: ``_decay_rows``'s views; tokens past the sequence's end read as zeros)."""
+    sg, sc = sGv
+    last = cutlass.min(t0 + BT, eos) - 1 - t0
+    gl = sg[last, s]
+    cl = sc[last, s]
+    if tid < BT:
+        live = t0 + tid < eos
+        g = cutlass.select_(live, sg[tid, s], Float32(0.0))
+        cc = cutlass.select_(live, sc[tid, s], Float32(0.0))
+        _publish_decay(dec, tid, g, cc, gl, cl, t0, eos, scale)
 
 
 @cute.jit
@@ -260,9 +359,9 @@ def _end_state(acc_h, cH, mHt, i_state, i_h, r0, c0):
 
 @cute.jit
 def _decay_v(zV, zVd, dec, tid, s, dtype: cutlass.Constexpr):
-    """vd = v * exp(G_L - G_j) from stage s of v into vd, 8 columns (16 bytes, which the
-    128-byte swizzle keeps together) at a time, by thread ``tid`` of one warpgroup, with the
-    factors of the log-decay table ``dec``."""
+    """vd = v * exp(G_L - G_j) from stage slot s of v into vd's tile, 8 columns (16 bytes,
+    which the 128-byte swizzle keeps together) at a time, by thread ``tid`` of one warpgroup,
+    with the factors of the log-decay table ``dec``."""
     for i in cutlass.range_constexpr(BT * BV // 8 // _THREADS):
         e = tid + i * _THREADS
         x = zV[None, (e % (BV // 8), e // (BV // 8), s)].load().to(Float32)
@@ -364,12 +463,16 @@ class _Walk:
         row, col = LayoutEnum.ROW_MAJOR, LayoutEnum.COL_MAJOR
         # q: A of q k^T and of q S16, K-major. k: B of q k^T, K-major. v (and vd): B of P v and
         # of k^T vd, N-major. S16: B of q S16, N-major.
-        sq = sm90_utils.make_smem_layout_a(row, (BT, BT, K), dt, self.stages)
-        sk = sm90_utils.make_smem_layout_b(row, (BT, BT, K), dt, self.stages)
-        sv = sm90_utils.make_smem_layout_b(col, (BT, BV, BT), dt, self.stages)
+        slots = self.stages
+        sq = sm90_utils.make_smem_layout_a(row, (BT, BT, K), dt, slots)
+        sk = sm90_utils.make_smem_layout_b(row, (BT, BT, K), dt, slots)
+        sv = sm90_utils.make_smem_layout_b(col, (BT, BV, BT), dt, slots)
         svd = sm90_utils.make_smem_layout_b(col, (BT, BV, BT), dt, self.vdbuf)
         sh = sm90_utils.make_smem_layout_b(col, (BT, BV, K), dt, self.hbuf)
-        return sq, sk, sv, svd, sh
+        # The G and C boxes of each stage slot's chunk (float32), each row starting on 128
+        # bytes as a TMA destination must.
+        sg = cute.make_layout((_GBOX, 2, slots), stride=(1, _GROW, 2 * _GROW))
+        return sq, sk, sv, svd, sh, sg
 
     def _mmas(self):
         dt, K, MN = self.dtype, warpgroup.OperandMajorMode.K, warpgroup.OperandMajorMode.MN
@@ -401,7 +504,7 @@ class _Walk:
     ):
         K = self.K
         B, T, H, V = mV.shape
-        sq, sk, sv, svd, sh = self._layouts()
+        sq, sk, sv, svd, sh, sg = self._layouts()
         qk, qs, pv, kv = self._mmas()
 
         # (T, cols, H, B) views of the [B, T, H, cols] tensors, tiles of (BT, cols); v's smem
@@ -413,34 +516,60 @@ class _Walk:
         # (V, K, H, slots) view of the chunk states, stored from the 16-bit state's (BV, K) tile.
         store = cpasync.CopyBulkTensorTileS2GOp()
         tma_h, gh = _tma_atom(mH, (3, 2, 1, 0), _stage(sh), (BV, K), store)
+        # The log-decay scratch as one flat row, from which each chunk's G and C come in as
+        # boxes of _GBOX values (_head_loads): no stride of it needs 16 bytes, so any T.
+        flat = cute.make_tensor(mGc.iterator, cute.make_layout((cute.size(mGc),)))
+        tma_g, gg = cpasync.make_tiled_tma_atom(
+            cpasync.CopyBulkTensorTileG2SOp(), flat, cute.make_layout((_GBOX,)), (_GBOX,)
+        )
+        # The output's tile, stored by TMA (walk of one warpgroup, _OUT_TMA).
+        so = sm90_utils.make_smem_layout_a(LayoutEnum.ROW_MAJOR, (BT, BT, BV), self.dtype, 1)
+        tma_o, go = _tma_atom(mO, (1, 3, 2, 0), _stage(so), (BT, BV), store)
+        # A stage's bytes.
         stage_bytes = (
             cute.size_in_bytes(self.dtype, _stage(sq))
             + cute.size_in_bytes(self.dtype, _stage(sk))
             + cute.size_in_bytes(self.dtype, _stage(sv))
+            + 2 * _GBOX * 4
         )
 
-        dt = self.dtype
-        nbars, hbuf = self.nbars, self.hbuf
-
-        @cute.struct
-        class Shared:
-            bars: cute.struct.MemRange[cutlass.Int64, nbars]
-            dec: cute.struct.MemRange[Float32, 5 * BT * hbuf]
-            q: cute.struct.Align[cute.struct.MemRange[dt, cute.cosize(sq)], 1024]
-            k: cute.struct.Align[cute.struct.MemRange[dt, cute.cosize(sk)], 1024]
-            v: cute.struct.Align[cute.struct.MemRange[dt, cute.cosize(sv)], 1024]
-            vd: cute.struct.Align[cute.struct.MemRange[dt, cute.cosize(svd)], 1024]
-            h: cute.struct.Align[cute.struct.MemRange[dt, cute.cosize(sh)], 1024]
-
+        Shared = self._shared(sq, sk, sv, svd, sh, sg, so)
         self.kernel(
-            qk, qs, pv, kv, tma_q, gq, tma_k, gk, tma_v, gv, tma_h, gh, mGc, mS0, mO, mHt, mCu,
-            scale, cps, nseg, sq, sk, sv, svd, sh, Shared, stage_bytes,
+            qk, qs, pv, kv, tma_q, gq, tma_k, gk, tma_v, gv, tma_h, gh, tma_g, gg, tma_o, go,
+            mS0, mO, mHt, mCu, scale, cps, nseg, sq, sk, sv, svd, sh, sg, so, Shared, stage_bytes,
         ).launch(
-            grid=(cute.ceil_div(V, BV), H, mCu.shape[0] - 1 if const_expr(self.use_cu) else B * nseg),
+            grid=(
+                cute.ceil_div(V, BV),
+                H,
+                mCu.shape[0] - 1 if const_expr(self.use_cu) else B * nseg,
+            ),
             block=(self.threads, 1, 1),
             smem=Shared.size_in_bytes(),
             stream=stream,
         )  # fmt: skip
+
+    def _out_tma(self) -> bool:
+        """Whether the walk stores whole output tiles by TMA (``_OUT_TMA``): one warpgroup at
+        K = 64, where two CTAs still fit on a multiprocessor with the tile."""
+        return _OUT_TMA and not self.split and self.K == 64
+
+    def _shared(self, sq, sk, sv, svd, sh, sg, so):
+        """The kernel's shared storage: mbarriers, log-decay tables, q, k, v, vd and state tiles,
+        each stage's G and C, and the output's tile where ``_out_tma``."""
+        dt, hbuf = self.dtype, self.hbuf
+        fields = {
+            "bars": cute.struct.MemRange[cutlass.Int64, self.nbars],
+            "dec": cute.struct.MemRange[Float32, 5 * BT * hbuf],
+            "q": cute.struct.Align[cute.struct.MemRange[dt, cute.cosize(sq)], 1024],
+            "k": cute.struct.Align[cute.struct.MemRange[dt, cute.cosize(sk)], 1024],
+            "v": cute.struct.Align[cute.struct.MemRange[dt, cute.cosize(sv)], 1024],
+            "vd": cute.struct.Align[cute.struct.MemRange[dt, cute.cosize(svd)], 1024],
+            "h": cute.struct.Align[cute.struct.MemRange[dt, cute.cosize(sh)], 1024],
+            "g": cute.struct.Align[cute.struct.MemRange[Float32, cute.cosize(sg)], 128],
+        }
+        if self._out_tma():
+            fields["o"] = cute.struct.Align[cute.struct.MemRange[dt, cute.cosize(so)], 1024]
+        return cute.struct(type("Shared", (), {"__annotations__": fields}))
 
     @cute.kernel
     def kernel(
@@ -457,7 +586,10 @@ class _Walk:
         gv: cute.Tensor,
         tma_h: cute.CopyAtom,
         gh: cute.Tensor,
-        mGc: cute.Tensor,
+        tma_g: cute.CopyAtom,
+        gg: cute.Tensor,
+        tma_o: cute.CopyAtom,
+        go: cute.Tensor,
         mS0: cute.Tensor,
         mO: cute.Tensor,
         mHt: cute.Tensor,
@@ -470,6 +602,8 @@ class _Walk:
         sv_l: cute.ComposedLayout,
         svd_l: cute.ComposedLayout,
         sh_l: cute.ComposedLayout,
+        sg_l: cute.Layout,
+        so_l: cute.ComposedLayout,
         Shared: cutlass.Constexpr,
         stage_bytes: cutlass.Constexpr,
     ):
@@ -493,6 +627,12 @@ class _Walk:
         sHmn = cute.make_tensor(sH.iterator, cute.select(sH.layout, mode=[1, 0, 2]))
         # Per state tile: G, C, exp(G_L - G), scale*exp(G), G_L of the chunk whose state it holds.
         decs = st.dec.get_tensor(cute.make_layout((BT, 5, self.hbuf)))
+        sG = st.g.get_tensor(sg_l)  # (_GBOX, G and C, stage slot)
+        H = mO.shape[2]
+        # Where this head's G and C of the sequence's first token lie in the flat scratch, and
+        # the tables' views of the stage slots' boxes from that token.
+        g0, c0 = _decay_starts(i_b, i_h, H, T, bos)
+        sGv = _decay_rows(sG, g0, c0)
 
         warp = cute.arch.make_warp_uniform(cute.arch.warp_idx())
         if warp == 0:
@@ -511,46 +651,41 @@ class _Walk:
             cpasync.prefetch_descriptor(tma_q)
             cpasync.prefetch_descriptor(tma_k)
             cpasync.prefetch_descriptor(tma_v)
+            cpasync.prefetch_descriptor(tma_g)
             if const_expr(self.store_h):
                 cpasync.prefetch_descriptor(tma_h)
 
-        # TMA views of this (sequence, head, V block).
-        # Chunks start at the sequence's first token (tiles of the TMA's coordinates).
-        gq_s = gq[None, None, i_h, i_b]
-        gk_s = gk[None, None, i_h, i_b]
-        gv_s = gv[None, None, i_h, i_b]
-        if const_expr(self.use_cu):
-            gq_s = cute.domain_offset((bos, 0), gq_s)
-            gk_s = cute.domain_offset((bos, 0), gk_s)
-            gv_s = cute.domain_offset((0, bos), gv_s)
-        gQ = cute.local_tile(gq_s, (BT, K), (None, 0))  # (BT, K, chunks)
-        gK = cute.local_tile(gk_s, (BT, K), (None, 0))
-        gV = cute.local_tile(gv_s, (BV, BT), (i_v, None))  # (BV, BT, chunks)
-        tQs, tQg = cpasync.tma_partition(
-            tma_q, 0, cute.make_layout(1), cute.group_modes(sQ, 0, 2), cute.group_modes(gQ, 0, 2)
-        )
-        tKs, tKg = cpasync.tma_partition(
-            tma_k, 0, cute.make_layout(1), cute.group_modes(sK, 0, 2), cute.group_modes(gK, 0, 2)
-        )
-        tVs, tVg = cpasync.tma_partition(
-            tma_v, 0, cute.make_layout(1), cute.group_modes(sV, 0, 2), cute.group_modes(gV, 0, 2)
-        )
         cute.arch.sync_threads()
 
-        loads = (tma_q, tQg, tQs, tma_k, tKg, tKs, tma_v, tVg, tVs)
+        # TMA views of this (sequence, head, V block).
+        tmas, smems = (tma_q, tma_k, tma_v, tma_g), (sQ, sK, sV, sG)
+        gs = (gq, gk, gv, gg, g0, c0)
+        loads = _head_loads(tmas, gs, smems, i_h, i_b, i_v, bos, K, self.use_cu)
         if warp == 0:
             for s in cutlass.range_constexpr(self.stages):
                 if c_lo + s < c_hi:
-                    _issue(loads, bars, c_lo + s, s, stage_bytes)
+                    _issue(loads, bars + s, c_lo + s, s, stage_bytes)
 
         if const_expr(self.split):
             self._three_warpgroups(
-                tma_h, gh, mGc, mS0, mO, mHt, mCu, scale, i_v, i_h, i_z, i_b, bos, eos, c_lo,
-                c_hi, i_state, slot0, sQ, sK, sV, sVd, sH, sKt, sHmn, decs, bars, loads,
+                tma_h, gh, mS0, mO, mHt, mCu, scale, i_v, i_h, i_z, i_b, bos, eos, c_lo,
+                c_hi, i_state, slot0, sQ, sK, sV, sVd, sH, sKt, sHmn, decs, sGv, bars, loads,
                 stage_bytes,
             )  # fmt: skip
         else:
             dec = decs[None, None, 0]
+            out_tma = self._out_tma()
+            if const_expr(out_tma):
+                # The output's TMA view of this (sequence, head, V block), by chunk.
+                sO = st.o.get_tensor(so_l.outer, swizzle=so_l.inner)  # (BT, BV, 1)
+                go_s = go[None, None, i_h, i_b]
+                if const_expr(self.use_cu):
+                    go_s = cute.domain_offset((bos, 0), go_s)
+                gOt = cute.local_tile(go_s, (BT, BV), (None, i_v))  # (BT, BV, chunks)
+                tOs, tOg = cpasync.tma_partition(
+                    tma_o, 0, cute.make_layout(1), cute.group_modes(sO, 0, 2),
+                    cute.group_modes(gOt, 0, 2),
+                )  # fmt: skip
             t_pv, aQ, bK, aQs, bH, bV, acc_s, acc_o2, acc_o, cS, cO = _output_operands(
                 qk, qs, pv, tid, sQ, sK, sH, sV
             )
@@ -571,8 +706,8 @@ class _Walk:
                 tHs[i] = acc_h[i].to(self.dtype)
 
             if c_lo < c_hi:
-                g0, cc0, gl0, cl0 = _load_decay(mGc, i_b, i_h, bos + c_lo * BT, eos, tid)
-                _publish_decay(dec, tid, g0, cc0, gl0, cl0, bos + c_lo * BT, eos, scale)
+                cute.arch.mbarrier_wait(bars, 0)
+                _publish_stage_decay(dec, tid, sGv, 0, bos + c_lo * BT, eos, scale)
             cute.arch.fence_proxy("async.shared", space="cta")
             cute.arch.sync_threads()
 
@@ -580,8 +715,6 @@ class _Walk:
                 s = (c - c_lo) % _STAGES
                 phase = ((c - c_lo) // _STAGES) % 2
                 t0 = bos + c * BT
-                t1 = bos + cutlass.min(c + 1, c_hi - 1) * BT
-                g1, cc1, gl1, cl1 = _load_decay(mGc, i_b, i_h, t1, eos, tid)
                 if const_expr(self.store_h):
                     # The state at the chunk's start, as the 16-bit copy the products read, goes
                     # out by TMA while the chunk runs; it is rewritten only after the store has
@@ -627,21 +760,46 @@ class _Walk:
                 for i in cutlass.range_constexpr(cute.size(acc_o)):
                     orow, ocol = cO[i]
                     yO[i] = (acc_o[i] + acc_o2[i] * dec[orow, 3]).to(self.dtype)
-                _store_output(mO, yO, t_pv, cO, i_b, t0, i_h, i_v, n_ok)
+                # A whole tile goes out by TMA (rows past T are clipped); a packed sequence's
+                # last, partial chunk from registers, not to write over the next sequence's.
+                by_tma = n_ok == BT
+                if const_expr(not self.use_cu):
+                    by_tma = True
+                if const_expr(not out_tma):
+                    _store_output(mO, yO, t_pv, cO, i_b, t0, i_h, i_v, n_ok)
                 warpgroup.wait_group(0)
-                if const_expr(self.store_h):
+                if const_expr(self.store_h or out_tma):
                     if warp == 0:
+                        # The stores of the chunk before (its state, its output) have read
+                        # their tiles.
                         cute.arch.cp_async_bulk_wait_group(0, read=True)
                 cute.arch.sync_threads()
+                if const_expr(out_tma):
+                    if by_tma:
+                        cute.autovec_copy(yO, t_pv.partition_C(sO[None, None, 0]))
+                    else:
+                        _store_output(mO, yO, t_pv, cO, i_b, t0, i_h, i_v, n_ok)
 
                 # The state for the next chunk, its log-decay, and the stage's next loads.
                 hb.store(acc_h.load().to(self.dtype))
                 cute.autovec_copy(hb, tHs)
-                _publish_decay(dec, tid, g1, cc1, gl1, cl1, t1, eos, scale)
+                if c + 1 < c_hi:
+                    # The next chunk's table, from the G and C its stage brought.
+                    s1 = (c + 1 - c_lo) % self.stages
+                    cute.arch.mbarrier_wait(bars + s1, ((c + 1 - c_lo) // self.stages) % 2)
+                    _publish_stage_decay(dec, tid, sGv, s1, t0 + BT, eos, scale)
                 cute.arch.fence_proxy("async.shared", space="cta")
                 if warp == 0 and c + _STAGES < c_hi:
-                    _issue(loads, bars, c + _STAGES, s, stage_bytes)
+                    _issue(loads, bars + s, c + _STAGES, s, stage_bytes)
                 cute.arch.sync_threads()
+                if const_expr(out_tma):
+                    if warp == 0 and by_tma:
+                        cute.copy(tma_o, tOs[None, 0], tOg[None, c])
+                        cute.arch.cp_async_bulk_commit_group()
+
+            if const_expr(out_tma):
+                if warp == 0:
+                    cute.arch.cp_async_bulk_wait_group(0, read=True)
 
             if const_expr(self.use_cu):
                 _zero_uncovered(mO, mCu, i_z, i_h, i_v, bos, eos, tid, _THREADS)
@@ -651,148 +809,171 @@ class _Walk:
 
     @cute.jit
     def _three_warpgroups(
-        self, tma_h, gh, mGc, mS0, mO, mHt, mCu, scale, i_v, i_h, i_z, i_b, bos, eos, c_lo, c_hi,
-        i_state, slot0, sQ, sK, sV, sVd, sH, sKt, sHmn, dec, bars, loads,
+        self, tma_h, gh, mS0, mO, mHt, mCu, scale, i_v, i_h, i_z, i_b, bos, eos, c_lo, c_hi,
+        i_state, slot0, sQ, sK, sV, sVd, sH, sKt, sHmn, dec, sGv, bars, loads,
         stage_bytes: cutlass.Constexpr,
     ):  # fmt: skip
-        """The kernel's body with three warpgroups (Note [chunk_gla CuTe walk's warpgroups])."""
+        """The kernel's body with three warpgroups (Note [chunk_gla CuTe walk's warpgroups]).
+        Its mbarriers: ``full`` per stage (its tokens landed), ``empty`` (its k and v read by
+        the state's warpgroup), ``ready`` per state tile (it and its table written) and
+        ``free`` (both read by an output warpgroup)."""
+        warp = cute.arch.make_warp_uniform(cute.arch.warp_idx())
+        wg = warp // 4
+        if wg == 0:
+            self._states(
+                tma_h, gh, mS0, mO, mHt, mCu, scale, i_v, i_h, i_z, bos, eos, c_lo, c_hi,
+                i_state, slot0, sV, sVd, sH, sKt, sHmn, dec, sGv, bars,
+            )  # fmt: skip
+        else:
+            # An output warpgroup: chunks m = j, j + 2, ... of the walk.
+            self._outputs(
+                mO, scale, i_v, i_h, i_b, bos, eos, c_lo, c_hi, sQ, sK, sV, sH, dec, bars,
+                wg - 1, loads, stage_bytes,
+            )  # fmt: skip
+
+    @cute.jit
+    def _states(
+        self, tma_h, gh, mS0, mO, mHt, mCu, scale, i_v, i_h, i_z, bos, eos, c_lo, c_hi, i_state,
+        slot0, sV, sVd, sH, sKt, sHmn, dec, sGv, bars,
+    ):  # fmt: skip
+        """The state's warpgroup: S(m + 1) = exp(G_L) S(m) + k^T vd, publishing each S(m)
+        rounded to 16 bits, with chunk m's log-decay table, for the output warpgroups."""
         K = self.K
         NS = self.stages
         NH = self.hbuf
         nc = c_hi - c_lo
-        full = bars  # stage's tokens landed (TMA)
-        empty = bars + NS  # stage's k and v read by the state's warpgroup
-        ready = bars + 2 * NS  # state tile and log-decay table written
-        free = bars + 2 * NS + NH  # state tile and table read by an output warpgroup
         tid, _, _ = cute.arch.thread_idx()
         warp = cute.arch.make_warp_uniform(cute.arch.warp_idx())
-        wg = warp // 4
         wtid = tid % _THREADS
-        if wg == 0:
-            # The state's warpgroup: S(m + 1) = exp(G_L) S(m) + k^T vd, publishing each S(m)
-            # rounded to 16 bits, with chunk m's log-decay table, for the output's warpgroups.
-            w_kv = self._mmas()[3]
-            t_kv = w_kv.get_slice(wtid)
-            aKt = t_kv.make_fragment_A(t_kv.partition_A(sKt))
-            bVd = t_kv.make_fragment_B(t_kv.partition_B(sVd))
-            acc_h = t_kv.make_fragment_C(t_kv.partition_shape_C((K, BV)))
-            cH = t_kv.partition_C(cute.make_identity_tensor((K, BV)))
-            hb = cute.make_rmem_tensor_like(acc_h, self.dtype)
-            zV = cute.zipped_divide(sV, (8, 1, 1))
-            zVd = cute.zipped_divide(sVd, (8, 1, 1))
-            _start_state(acc_h, cH, mS0, i_state, i_h, 0, i_v * BV, self.use_s0)
-            # The next chunk's log-decays are loaded a chunk ahead of their use.
-            g1 = Float32(0.0)
-            cc1 = Float32(0.0)
-            gl1 = Float32(0.0)
-            cl1 = Float32(0.0)
-            if nc > 0:
-                t0 = bos + c_lo * BT
-                g0, cc0, gl0, cl0 = _load_decay(mGc, i_b, i_h, t0, eos, wtid)
-                t1 = bos + cutlass.min(c_lo + 1, c_hi - 1) * BT
-                g1, cc1, gl1, cl1 = _load_decay(mGc, i_b, i_h, t1, eos, wtid)
-                _publish_decay(dec[None, None, 0], wtid, g0, cc0, gl0, cl0, t0, eos, scale)
-                hb.store(acc_h.load().to(self.dtype))
-                cute.autovec_copy(hb, t_kv.partition_C(sHmn[None, None, 0]))
-                cute.arch.fence_proxy("async.shared", space="cta")
-                cute.arch.mbarrier_arrive(ready)
-                cute.arch.barrier(barrier_id=1, number_of_threads=_THREADS)
-                if const_expr(self.store_h):
-                    if warp == 0:
-                        ts, tg = _tma_tiles(tma_h, sH, gh, (BV, K), i_h, slot0 + c_lo)
-                        cute.copy(tma_h, ts[None, 0], tg[None, i_v])
-                        cute.arch.cp_async_bulk_commit_group()
-
-            for m in cutlass.range(0, nc, unroll=1):
-                s = m % NS
-                b = m % NH
-                b1 = (m + 1) % NH
-                t1 = bos + cutlass.min(c_lo + m + 1, c_hi - 1) * BT
-                t2 = bos + cutlass.min(c_lo + m + 2, c_hi - 1) * BT
-                g2, cc2, gl2, cl2 = _load_decay(mGc, i_b, i_h, t2, eos, wtid)
-                cute.arch.mbarrier_wait(full + s, (m // NS) % 2)
-                # vd = v * exp(G_L - G_j), 16 bytes at a time.
-                _decay_v(zV, zVd, dec[None, None, b], wtid, s, self.dtype)
-                cute.arch.fence_proxy("async.shared", space="cta")
-                if const_expr(self.store_h):
-                    if warp == 0:
-                        # The store that read tile b1 last is done reading it.
-                        cute.arch.cp_async_bulk_wait_group(NH - 1, read=True)
-                cute.arch.barrier(barrier_id=1, number_of_threads=_THREADS)
-
-                egl = cute.math.exp2(dec[0, 4, b] * _LOG2E, fastmath=True)
-                for i in cutlass.range_constexpr(cute.size(acc_h)):
-                    acc_h[i] = acc_h[i] * egl
-                warpgroup.fence()
-                _gemm(w_kv, acc_h, aKt[None, None, None, s], bVd[None, None, None, 0], True)
-                warpgroup.commit_group()
-                warpgroup.wait_group(0)
-                cute.arch.mbarrier_arrive(empty + s)
-
-                if m + 1 < nc:
-                    if m + 1 >= NH:
-                        cute.arch.mbarrier_wait(free + b1, ((m + 1) // NH + 1) % 2)
-                    _publish_decay(dec[None, None, b1], wtid, g1, cc1, gl1, cl1, t1, eos, scale)
-                    hb.store(acc_h.load().to(self.dtype))
-                    cute.autovec_copy(hb, t_kv.partition_C(sHmn[None, None, b1]))
-                    cute.arch.fence_proxy("async.shared", space="cta")
-                    cute.arch.mbarrier_arrive(ready + b1)
-                g1, cc1, gl1, cl1 = g2, cc2, gl2, cl2
-                # Chunk m + 1's table is read by every thread of this warpgroup next.
-                cute.arch.barrier(barrier_id=1, number_of_threads=_THREADS)
-                if const_expr(self.store_h):
-                    if m + 1 < nc:
-                        if warp == 0:
-                            ts, tg = _tma_tiles(tma_h, sH, gh, (BV, K), i_h, slot0 + c_lo + m + 1)
-                            cute.copy(tma_h, ts[None, b1], tg[None, i_v])
-                            cute.arch.cp_async_bulk_commit_group()
-
+        w_kv = self._mmas()[3]
+        t_kv = w_kv.get_slice(wtid)
+        aKt = t_kv.make_fragment_A(t_kv.partition_A(sKt))
+        bVd = t_kv.make_fragment_B(t_kv.partition_B(sVd))
+        acc_h = t_kv.make_fragment_C(t_kv.partition_shape_C((K, BV)))
+        cH = t_kv.partition_C(cute.make_identity_tensor((K, BV)))
+        hb = cute.make_rmem_tensor_like(acc_h, self.dtype)
+        zV = cute.zipped_divide(sV, (8, 1, 1))
+        zVd = cute.zipped_divide(sVd, (8, 1, 1))
+        _start_state(acc_h, cH, mS0, i_state, i_h, 0, i_v * BV, self.use_s0)
+        if nc > 0:
+            # Each chunk's table from the G and C that its stage brought.
+            cute.arch.mbarrier_wait(bars, 0)
+            _publish_stage_decay(dec[None, None, 0], wtid, sGv, 0, bos + c_lo * BT, eos, scale)
+            hb.store(acc_h.load().to(self.dtype))
+            cute.autovec_copy(hb, t_kv.partition_C(sHmn[None, None, 0]))
+            cute.arch.fence_proxy("async.shared", space="cta")
+            cute.arch.mbarrier_arrive(bars + 2 * NS)
+            cute.arch.barrier(barrier_id=1, number_of_threads=_THREADS)
             if const_expr(self.store_h):
                 if warp == 0:
-                    cute.arch.cp_async_bulk_wait_group(0, read=True)
-            if const_expr(self.use_cu):
-                _zero_uncovered(mO, mCu, i_z, i_h, i_v, bos, eos, wtid, _THREADS)
-            if const_expr(self.store_ht):
-                _end_state(acc_h, cH, mHt, i_state, i_h, 0, i_v * BV)
-        else:
-            # An output warpgroup: chunks m = j, j + 2, ... of the walk.
-            j = wg - 1
-            o_qk, o_qs, o_pv, _ = self._mmas()
-            t_pv, aQ, bK, aQs, bH, bV, acc_s, acc_o2, acc_o, cS, cO = _output_operands(
-                o_qk, o_qs, o_pv, wtid, sQ, sK, sH, sV
-            )
-            yO = cute.make_rmem_tensor_like(acc_o, self.dtype)
-            for m in cutlass.range(j, nc, 2, unroll=1):
-                s = m % NS
-                b = m % NH
-                c = c_lo + m
-                t0 = bos + c * BT
-                cute.arch.mbarrier_wait(full + s, (m // NS) % 2)
-                warpgroup.fence()
-                _gemm(o_qk, acc_s, aQ[None, None, None, s], bK[None, None, None, s], False)
-                warpgroup.commit_group()
-                cute.arch.mbarrier_wait(ready + b, (m // NH) % 2)
-                _gemm(o_qs, acc_o2, aQs[None, None, None, s], bH[None, None, None, b], False)
-                warpgroup.commit_group()
-                warpgroup.wait_group(1)
-                n_ok = cutlass.min(BT, eos - t0)
-                _form_p(acc_s, cS, dec[None, None, b], scale)
-                aP = _acc_as_operand_a(acc_s, o_pv, self.dtype)
-                warpgroup.fence()
-                _gemm(o_pv, acc_o, aP, bV[None, None, None, s], False)
-                warpgroup.commit_group()
-                warpgroup.wait_group(0)
-                for i in cutlass.range_constexpr(cute.size(acc_o)):
-                    orow, ocol = cO[i]
-                    yO[i] = (acc_o[i] + acc_o2[i] * dec[orow, 3, b]).to(self.dtype)
-                cute.arch.mbarrier_arrive(free + b)
-                _store_output(mO, yO, t_pv, cO, i_b, t0, i_h, i_v, n_ok)
-                # This warpgroup is done with the stage: its next tokens may load.
-                cute.arch.barrier(barrier_id=2 + j, number_of_threads=_THREADS)
-                if m + NS < nc:
-                    cute.arch.mbarrier_wait(empty + s, (m // NS) % 2)
-                    if warp % 4 == 0:
-                        _issue(loads, full, c + NS, s, stage_bytes)
+                    ts, tg = _tma_tiles(tma_h, sH, gh, (BV, K), i_h, slot0 + c_lo)
+                    cute.copy(tma_h, ts[None, 0], tg[None, i_v])
+                    cute.arch.cp_async_bulk_commit_group()
+
+        for m in cutlass.range(0, nc, unroll=1):
+            s = m % NS
+            b = m % NH
+            b1 = (m + 1) % NH
+            s1 = (m + 1) % NS
+            t1 = bos + (c_lo + m + 1) * BT
+            # vd = v * exp(G_L - G_j), 16 bytes at a time.
+            cute.arch.mbarrier_wait(bars + s, (m // NS) % 2)
+            _decay_v(zV, zVd, dec[None, None, b], wtid, s, self.dtype)
+            cute.arch.fence_proxy("async.shared", space="cta")
+            if const_expr(self.store_h):
+                if warp == 0:
+                    # The stores that read tiles b1 last are done reading them.
+                    cute.arch.cp_async_bulk_wait_group(NH - 1, read=True)
+            cute.arch.barrier(barrier_id=1, number_of_threads=_THREADS)
+
+            egl = cute.math.exp2(dec[0, 4, b] * _LOG2E, fastmath=True)
+            for i in cutlass.range_constexpr(cute.size(acc_h)):
+                acc_h[i] = acc_h[i] * egl
+            warpgroup.fence()
+            _gemm(w_kv, acc_h, aKt[None, None, None, s], bVd[None, None, None, 0], True)
+            warpgroup.commit_group()
+            warpgroup.wait_group(0)
+            cute.arch.mbarrier_arrive(bars + NS + s)
+
+            if m + 1 < nc:
+                if m + 1 >= NH:
+                    free = bars + 2 * NS + NH + b1
+                    cute.arch.mbarrier_wait(free, ((m + 1) // NH + 1) % 2)
+                cute.arch.mbarrier_wait(bars + s1, ((m + 1) // NS) % 2)
+                _publish_stage_decay(dec[None, None, b1], wtid, sGv, s1, t1, eos, scale)
+                hb.store(acc_h.load().to(self.dtype))
+                cute.autovec_copy(hb, t_kv.partition_C(sHmn[None, None, b1]))
+                cute.arch.fence_proxy("async.shared", space="cta")
+                cute.arch.mbarrier_arrive(bars + 2 * NS + b1)
+            # Chunk m + 1's table is read by every thread of this warpgroup next.
+            cute.arch.barrier(barrier_id=1, number_of_threads=_THREADS)
+            if const_expr(self.store_h):
+                if m + 1 < nc:
+                    if warp == 0:
+                        ts, tg = _tma_tiles(tma_h, sH, gh, (BV, K), i_h, slot0 + c_lo + m + 1)
+                        cute.copy(tma_h, ts[None, b1], tg[None, i_v])
+                        cute.arch.cp_async_bulk_commit_group()
+
+        if const_expr(self.store_h):
+            if warp == 0:
+                cute.arch.cp_async_bulk_wait_group(0, read=True)
+        if const_expr(self.use_cu):
+            _zero_uncovered(mO, mCu, i_z, i_h, i_v, bos, eos, wtid, _THREADS)
+        if const_expr(self.store_ht):
+            _end_state(acc_h, cH, mHt, i_state, i_h, 0, i_v * BV)
+
+    @cute.jit
+    def _outputs(
+        self, mO, scale, i_v, i_h, i_b, bos, eos, c_lo, c_hi, sQ, sK, sV, sH, dec, bars, j, loads,
+        stage_bytes: cutlass.Constexpr,
+    ):  # fmt: skip
+        """Output warpgroup j (0 or 1): the outputs of chunks m = j, j + 2, ... of the walk."""
+        NS = self.stages
+        NH = self.hbuf
+        nc = c_hi - c_lo
+        full = bars
+        empty = bars + NS
+        ready = bars + 2 * NS
+        free = bars + 2 * NS + NH
+        tid, _, _ = cute.arch.thread_idx()
+        warp = cute.arch.make_warp_uniform(cute.arch.warp_idx())
+        wtid = tid % _THREADS
+        o_qk, o_qs, o_pv, _ = self._mmas()
+        t_pv, aQ, bK, aQs, bH, bV, acc_s, acc_o2, acc_o, cS, cO = _output_operands(
+            o_qk, o_qs, o_pv, wtid, sQ, sK, sH, sV
+        )
+        yO = cute.make_rmem_tensor_like(acc_o, self.dtype)
+        for m in cutlass.range(j, nc, 2, unroll=1):
+            s = m % NS
+            b = m % NH
+            c = c_lo + m
+            t0 = bos + c * BT
+            cute.arch.mbarrier_wait(full + s, (m // NS) % 2)
+            warpgroup.fence()
+            _gemm(o_qk, acc_s, aQ[None, None, None, s], bK[None, None, None, s], False)
+            warpgroup.commit_group()
+            cute.arch.mbarrier_wait(ready + b, (m // NH) % 2)
+            _gemm(o_qs, acc_o2, aQs[None, None, None, s], bH[None, None, None, b], False)
+            warpgroup.commit_group()
+            warpgroup.wait_group(1)
+            n_ok = cutlass.min(BT, eos - t0)
+            _form_p(acc_s, cS, dec[None, None, b], scale)
+            aP = _acc_as_operand_a(acc_s, o_pv, self.dtype)
+            warpgroup.fence()
+            _gemm(o_pv, acc_o, aP, bV[None, None, None, s], False)
+            warpgroup.commit_group()
+            warpgroup.wait_group(0)
+            for i in cutlass.range_constexpr(cute.size(acc_o)):
+                orow, ocol = cO[i]
+                yO[i] = (acc_o[i] + acc_o2[i] * dec[orow, 3, b]).to(self.dtype)
+            cute.arch.mbarrier_arrive(free + b)
+            _store_output(mO, yO, t_pv, cO, i_b, t0, i_h, i_v, n_ok)
+            # This warpgroup is done with the stage: its next tokens may load.
+            cute.arch.barrier(barrier_id=2 + j, number_of_threads=_THREADS)
+            if m + NS < nc:
+                cute.arch.mbarrier_wait(empty + s, (m // NS) % 2)
+                if warp % 4 == 0:
+                    _issue(loads, full + s, c + NS, s, stage_bytes)
 
 
 class _WalkWS(_Walk):
