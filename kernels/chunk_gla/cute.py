@@ -46,27 +46,32 @@ sequence's end), and their outputs are not stored.
 
 Note [chunk_gla CuTe walk's warpgroups]: where every CTA has a multiprocessor of its own
 (``config._cute_walk_split``), the walk runs as three warpgroups (``_WalkWS``). One warpgroup, the
-state's, walks ``S`` in registers: per chunk it writes vd, steps ``S`` with k^T vd, and publishes
-``S16`` of the next chunk with that chunk's log-decay table in one of three tiles. The two
-others take the chunks' outputs in turns (even and odd chunks): q k^T, q S16, P and P v, each
-a chunk's whole output. So the products and exponentials of two outputs run beside the state's
-chain, where the one warpgroup of ``_Walk`` runs them all one after another. Four stages of q,
-k and v tiles; each stage's ``full`` mbarrier completes with its TMA loads, its ``empty`` one
-when the state's warpgroup has read its k and v, and the output warpgroup that read it last
-issues its next loads after both. Each state tile's ``ready`` mbarrier completes when the state's
-warpgroup has written it (and its table), its ``free`` one when the output warpgroup has read
-both; the state's warpgroup writes a tile again only after that. It publishes each chunk's
-table from the G and C of the chunk's stage, waiting for that stage a step early. Where more
-CTAs walk than there are multiprocessors, two CTAs of ``_Walk`` share each (384 threads of
-``_WalkWS`` and their registers leave room for only one) and measured faster.
+state's, walks ``S`` in registers: per chunk it writes vd and, once the chunk's tile is free,
+``S16`` (S rounded to 16 bits, which the chunk's outputs read) in one of three tiles, both under
+one fence, then steps ``S`` with k^T vd. The two others take the chunks' outputs in turns (even
+and odd chunks): q k^T, q S16, P and P v, each a chunk's whole output. So the products and
+exponentials of two outputs run beside the state's chain, where the one warpgroup of ``_Walk``
+runs them all one after another. Every log-decay factor is formed where it is used, from the G
+and C that the chunk's stage brought: the state's warpgroup publishes no table, so nothing but
+vd, S16 and the product is on its chain. Four stages of q, k and v tiles; each stage's ``full``
+mbarrier completes with its TMA loads, its ``empty`` one when the state's warpgroup has read its
+k and v, and the output warpgroup that read it last issues its next loads after both. Each
+state tile's ``ready`` mbarrier completes when the state's warpgroup has written it, its
+``free`` one when the output warpgroup has read it (with ``save_states`` that warpgroup also
+stores it by TMA, and waits for the store to have read it first); the state's warpgroup writes
+a tile again only after that. Where more CTAs walk than there are multiprocessors, two CTAs of
+``_Walk`` share each (384 threads of ``_WalkWS`` and their registers leave room for only one)
+and measured faster.
 
 Every wgmma of a warpgroup must be on paths that ptxas can prove the whole warpgroup takes:
 where it cannot (a branch on the thread index, one warp of the warpgroup waiting on an
 mbarrier inside the products' loop, an accumulator written under a per-thread condition), it
 waits for each product before the next one for the whole kernel, and says so only in advisory
 C7520. So the output warpgroups wait on ``empty`` together and one warp issues the loads after,
-and the start state is selected, not branched on. ``tests/cute_ptxas_check.py`` (and its
-test) reads the advisories.
+the start state is selected, not branched on, and the chunk states' stores of the walk of three
+warpgroups are issued by an output warpgroup (in the state's, one warp's branch beside its
+products serialized them once a final state was stored too). ``tests/cute_ptxas_check.py`` (and
+its test) reads the advisories.
 """
 
 from __future__ import annotations
@@ -282,6 +287,47 @@ def _publish_stage_decay(dec, tid, sGv, s, t0, eos, scale):
         g = cutlass.select_(live, sg[tid, s], Float32(0.0))
         cc = cutlass.select_(live, sc[tid, s], Float32(0.0))
         _publish_decay(dec, tid, g, cc, gl, cl, t0, eos, scale)
+
+
+@cute.jit
+def _stage_last(sGv, s, t0, eos):
+    """G_L and C_L (the chunk's last token's G and C) of the chunk at token t0 of a sequence
+    ending at eos, from stage slot s (``sGv``: ``_decay_rows``'s views)."""
+    sg, sc = sGv
+    last = cutlass.min(t0 + BT, eos) - 1 - t0
+    return sg[last, s], sc[last, s]
+
+
+@cute.jit
+def _decay_v_stage(zV, zVd, sGv, s, gl, cl, t0, eos, tid, dtype: cutlass.Constexpr):
+    """``_decay_v`` with each token's factor exp(G_L - G_j) formed from stage slot s's G and C
+    (``gl``, ``cl``: ``_stage_last``'s), 0 past the sequence's end (another sequence's tokens
+    with packed sequences, which must not enter the state)."""
+    sg, sc = sGv
+    for i in cutlass.range_constexpr(BT * BV // 8 // _THREADS):
+        e = tid + i * _THREADS
+        r = e // (BV // 8)
+        span = (gl - sg[r, s]) + (cl - sc[r, s])
+        w = cutlass.select_(
+            t0 + r < eos, cute.math.exp2(span * _LOG2E, fastmath=True), Float32(0.0)
+        )
+        x = zV[None, (e % (BV // 8), r, s)].load().to(Float32)
+        zVd[None, (e % (BV // 8), r, 0)].store((x * w).to(dtype))
+
+
+@cute.jit
+def _form_p_stage(acc_s, cS, sGv, s, scale):
+    """``_form_p`` with G and C read from stage slot s (``sGv``: ``_decay_rows``'s views).
+    Tokens past the sequence's end hold the next sequence's values or the TMA's zeros: finite,
+    and they reach only rows that are not stored."""
+    sg, sc = sGv
+    for i in cutlass.range_constexpr(cute.size(acc_s)):
+        qi, kj = cS[i]
+        span = (sg[qi, s] - sg[kj, s]) + (sc[qi, s] - sc[kj, s])
+        p = acc_s[i] * scale * cute.math.exp2(span * _LOG2E, fastmath=True)
+        if kj > qi:
+            p = Float32(0.0)
+        acc_s[i] = p
 
 
 @cute.jit
@@ -625,7 +671,8 @@ class _Walk:
         sKt = cute.make_tensor(sK.iterator, cute.select(sK.layout, mode=[1, 0, 2]))
         # S16 as (K, V) to be written from the state's accumulator.
         sHmn = cute.make_tensor(sH.iterator, cute.select(sH.layout, mode=[1, 0, 2]))
-        # Per state tile: G, C, exp(G_L - G), scale*exp(G), G_L of the chunk whose state it holds.
+        # The chunk's table of the walk of one warpgroup: G, C, exp(G_L - G), scale*exp(G), G_L
+        # (the walk of three forms each factor from the stage's G and C, and reads none).
         decs = st.dec.get_tensor(cute.make_layout((BT, 5, self.hbuf)))
         sG = st.g.get_tensor(sg_l)  # (_GBOX, G and C, stage slot)
         H = mO.shape[2]
@@ -669,7 +716,7 @@ class _Walk:
         if const_expr(self.split):
             self._three_warpgroups(
                 tma_h, gh, mS0, mO, mHt, mCu, scale, i_v, i_h, i_z, i_b, bos, eos, c_lo,
-                c_hi, i_state, slot0, sQ, sK, sV, sVd, sH, sKt, sHmn, decs, sGv, bars, loads,
+                c_hi, i_state, slot0, sQ, sK, sV, sVd, sH, sKt, sHmn, sGv, bars, loads,
                 stage_bytes,
             )  # fmt: skip
         else:
@@ -810,7 +857,7 @@ class _Walk:
     @cute.jit
     def _three_warpgroups(
         self, tma_h, gh, mS0, mO, mHt, mCu, scale, i_v, i_h, i_z, i_b, bos, eos, c_lo, c_hi,
-        i_state, slot0, sQ, sK, sV, sVd, sH, sKt, sHmn, dec, sGv, bars, loads,
+        i_state, slot0, sQ, sK, sV, sVd, sH, sKt, sHmn, sGv, bars, loads,
         stage_bytes: cutlass.Constexpr,
     ):  # fmt: skip
         """The kernel's body with three warpgroups (Note [chunk_gla CuTe walk's warpgroups]).
@@ -821,29 +868,29 @@ class _Walk:
         wg = warp // 4
         if wg == 0:
             self._states(
-                tma_h, gh, mS0, mO, mHt, mCu, scale, i_v, i_h, i_z, bos, eos, c_lo, c_hi,
-                i_state, slot0, sV, sVd, sH, sKt, sHmn, dec, sGv, bars,
+                mS0, mO, mHt, mCu, i_v, i_h, i_z, bos, eos, c_lo, c_hi, i_state, sV, sVd,
+                sKt, sHmn, sGv, bars,
             )  # fmt: skip
         else:
             # An output warpgroup: chunks m = j, j + 2, ... of the walk.
             self._outputs(
-                mO, scale, i_v, i_h, i_b, bos, eos, c_lo, c_hi, sQ, sK, sV, sH, dec, bars,
-                wg - 1, loads, stage_bytes,
+                tma_h, gh, mO, scale, i_v, i_h, i_b, bos, eos, c_lo, c_hi, slot0, sQ, sK, sV,
+                sH, sGv, bars, wg - 1, loads, stage_bytes,
             )  # fmt: skip
 
     @cute.jit
     def _states(
-        self, tma_h, gh, mS0, mO, mHt, mCu, scale, i_v, i_h, i_z, bos, eos, c_lo, c_hi, i_state,
-        slot0, sV, sVd, sH, sKt, sHmn, dec, sGv, bars,
+        self, mS0, mO, mHt, mCu, i_v, i_h, i_z, bos, eos, c_lo, c_hi, i_state, sV, sVd, sKt,
+        sHmn, sGv, bars,
     ):  # fmt: skip
         """The state's warpgroup: S(m + 1) = exp(G_L) S(m) + k^T vd, publishing each S(m)
-        rounded to 16 bits, with chunk m's log-decay table, for the output warpgroups."""
+        rounded to 16 bits for chunk m's output warpgroup, its stores and vd's under one
+        fence before the product."""
         K = self.K
         NS = self.stages
         NH = self.hbuf
         nc = c_hi - c_lo
         tid, _, _ = cute.arch.thread_idx()
-        warp = cute.arch.make_warp_uniform(cute.arch.warp_idx())
         wtid = tid % _THREADS
         w_kv = self._mmas()[3]
         t_kv = w_kv.get_slice(wtid)
@@ -855,38 +902,27 @@ class _Walk:
         zV = cute.zipped_divide(sV, (8, 1, 1))
         zVd = cute.zipped_divide(sVd, (8, 1, 1))
         _start_state(acc_h, cH, mS0, i_state, i_h, 0, i_v * BV, self.use_s0)
-        if nc > 0:
-            # Each chunk's table from the G and C that its stage brought.
-            cute.arch.mbarrier_wait(bars, 0)
-            _publish_stage_decay(dec[None, None, 0], wtid, sGv, 0, bos + c_lo * BT, eos, scale)
-            hb.store(acc_h.load().to(self.dtype))
-            cute.autovec_copy(hb, t_kv.partition_C(sHmn[None, None, 0]))
-            cute.arch.fence_proxy("async.shared", space="cta")
-            cute.arch.mbarrier_arrive(bars + 2 * NS)
-            cute.arch.barrier(barrier_id=1, number_of_threads=_THREADS)
-            if const_expr(self.store_h):
-                if warp == 0:
-                    ts, tg = _tma_tiles(tma_h, sH, gh, (BV, K), i_h, slot0 + c_lo)
-                    cute.copy(tma_h, ts[None, 0], tg[None, i_v])
-                    cute.arch.cp_async_bulk_commit_group()
-
+        ready = bars + 2 * NS
+        free = bars + 2 * NS + NH
         for m in cutlass.range(0, nc, unroll=1):
             s = m % NS
             b = m % NH
-            b1 = (m + 1) % NH
-            s1 = (m + 1) % NS
-            t1 = bos + (c_lo + m + 1) * BT
-            # vd = v * exp(G_L - G_j), 16 bytes at a time.
+            t0 = bos + (c_lo + m) * BT
+            # vd = v * exp(G_L - G_j), 16 bytes at a time, the factors from the stage's G, C.
             cute.arch.mbarrier_wait(bars + s, (m // NS) % 2)
-            _decay_v(zV, zVd, dec[None, None, b], wtid, s, self.dtype)
+            gl, cl = _stage_last(sGv, s, t0, eos)
+            _decay_v_stage(zV, zVd, sGv, s, gl, cl, t0, eos, wtid, self.dtype)
+            # S(m) rounded to 16 bits into state tile b, once chunk m - NH's output warpgroup
+            # has read it: its stores and vd's complete under one fence.
+            hb.store(acc_h.load().to(self.dtype))
+            if m >= NH:
+                cute.arch.mbarrier_wait(free + b, (m // NH + 1) % 2)
+            cute.autovec_copy(hb, t_kv.partition_C(sHmn[None, None, b]))
             cute.arch.fence_proxy("async.shared", space="cta")
-            if const_expr(self.store_h):
-                if warp == 0:
-                    # The stores that read tiles b1 last are done reading them.
-                    cute.arch.cp_async_bulk_wait_group(NH - 1, read=True)
+            cute.arch.mbarrier_arrive(ready + b)
             cute.arch.barrier(barrier_id=1, number_of_threads=_THREADS)
 
-            egl = cute.math.exp2(dec[0, 4, b] * _LOG2E, fastmath=True)
+            egl = cute.math.exp2(gl * _LOG2E, fastmath=True)
             for i in cutlass.range_constexpr(cute.size(acc_h)):
                 acc_h[i] = acc_h[i] * egl
             warpgroup.fence()
@@ -894,29 +930,9 @@ class _Walk:
             warpgroup.commit_group()
             warpgroup.wait_group(0)
             cute.arch.mbarrier_arrive(bars + NS + s)
-
-            if m + 1 < nc:
-                if m + 1 >= NH:
-                    free = bars + 2 * NS + NH + b1
-                    cute.arch.mbarrier_wait(free, ((m + 1) // NH + 1) % 2)
-                cute.arch.mbarrier_wait(bars + s1, ((m + 1) // NS) % 2)
-                _publish_stage_decay(dec[None, None, b1], wtid, sGv, s1, t1, eos, scale)
-                hb.store(acc_h.load().to(self.dtype))
-                cute.autovec_copy(hb, t_kv.partition_C(sHmn[None, None, b1]))
-                cute.arch.fence_proxy("async.shared", space="cta")
-                cute.arch.mbarrier_arrive(bars + 2 * NS + b1)
-            # Chunk m + 1's table is read by every thread of this warpgroup next.
+            # vd is written again next.
             cute.arch.barrier(barrier_id=1, number_of_threads=_THREADS)
-            if const_expr(self.store_h):
-                if m + 1 < nc:
-                    if warp == 0:
-                        ts, tg = _tma_tiles(tma_h, sH, gh, (BV, K), i_h, slot0 + c_lo + m + 1)
-                        cute.copy(tma_h, ts[None, b1], tg[None, i_v])
-                        cute.arch.cp_async_bulk_commit_group()
 
-        if const_expr(self.store_h):
-            if warp == 0:
-                cute.arch.cp_async_bulk_wait_group(0, read=True)
         if const_expr(self.use_cu):
             _zero_uncovered(mO, mCu, i_z, i_h, i_v, bos, eos, wtid, _THREADS)
         if const_expr(self.store_ht):
@@ -924,8 +940,8 @@ class _Walk:
 
     @cute.jit
     def _outputs(
-        self, mO, scale, i_v, i_h, i_b, bos, eos, c_lo, c_hi, sQ, sK, sV, sH, dec, bars, j, loads,
-        stage_bytes: cutlass.Constexpr,
+        self, tma_h, gh, mO, scale, i_v, i_h, i_b, bos, eos, c_lo, c_hi, slot0, sQ, sK, sV, sH,
+        sGv, bars, j, loads, stage_bytes: cutlass.Constexpr,
     ):  # fmt: skip
         """Output warpgroup j (0 or 1): the outputs of chunks m = j, j + 2, ... of the walk."""
         NS = self.stages
@@ -948,25 +964,39 @@ class _Walk:
             b = m % NH
             c = c_lo + m
             t0 = bos + c * BT
+            if const_expr(self.store_h):
+                # The chunk's state, as its products read it, out by TMA from its tile; the
+                # tile is given back once the store has read it (the wait before ``free``).
+                cute.arch.mbarrier_wait(ready + b, (m // NH) % 2)
+                if warp % 4 == 0:
+                    ts, tg = _tma_tiles(tma_h, sH, gh, (BV, self.K), i_h, slot0 + c)
+                    cute.copy(tma_h, ts[None, b], tg[None, i_v])
+                    cute.arch.cp_async_bulk_commit_group()
             cute.arch.mbarrier_wait(full + s, (m // NS) % 2)
             warpgroup.fence()
             _gemm(o_qk, acc_s, aQ[None, None, None, s], bK[None, None, None, s], False)
             warpgroup.commit_group()
-            cute.arch.mbarrier_wait(ready + b, (m // NH) % 2)
+            if const_expr(not self.store_h):
+                cute.arch.mbarrier_wait(ready + b, (m // NH) % 2)
             _gemm(o_qs, acc_o2, aQs[None, None, None, s], bH[None, None, None, b], False)
             warpgroup.commit_group()
             warpgroup.wait_group(1)
             n_ok = cutlass.min(BT, eos - t0)
-            _form_p(acc_s, cS, dec[None, None, b], scale)
+            _form_p_stage(acc_s, cS, sGv, s, scale)
             aP = _acc_as_operand_a(acc_s, o_pv, self.dtype)
             warpgroup.fence()
             _gemm(o_pv, acc_o, aP, bV[None, None, None, s], False)
             warpgroup.commit_group()
             warpgroup.wait_group(0)
+            if const_expr(self.store_h):
+                cute.arch.cp_async_bulk_wait_group(0, read=True)
+            # q S16 (and the store) have read the state tile.
+            cute.arch.mbarrier_arrive(free + b)
+            sg = sGv[0]
             for i in cutlass.range_constexpr(cute.size(acc_o)):
                 orow, ocol = cO[i]
-                yO[i] = (acc_o[i] + acc_o2[i] * dec[orow, 3, b]).to(self.dtype)
-            cute.arch.mbarrier_arrive(free + b)
+                eg = cute.math.exp2(sg[orow, s] * _LOG2E, fastmath=True) * scale
+                yO[i] = (acc_o[i] + acc_o2[i] * eg).to(self.dtype)
             _store_output(mO, yO, t_pv, cO, i_b, t0, i_h, i_v, n_ok)
             # This warpgroup is done with the stage: its next tokens may load.
             cute.arch.barrier(barrier_id=2 + j, number_of_threads=_THREADS)
@@ -983,7 +1013,7 @@ class _WalkWS(_Walk):
 
     threads = 3 * _THREADS
     stages = 4  # tiles of q, k and v
-    hbuf = 3  # 16-bit state tiles, each with its chunk's log-decay table
+    hbuf = 3  # 16-bit state tiles
     nbars = 2 * stages + 2 * hbuf  # full and empty per stage, ready and free per state tile
     split = True
 
