@@ -316,21 +316,6 @@ def _decay_v_stage(zV, zVd, sGv, s, gl, cl, t0, eos, tid, dtype: cutlass.Constex
 
 
 @cute.jit
-def _form_p_stage(acc_s, cS, sGv, s, scale):
-    """``_form_p`` with G and C read from stage slot s (``sGv``: ``_decay_rows``'s views).
-    Tokens past the sequence's end hold the next sequence's values or the TMA's zeros: finite,
-    and they reach only rows that are not stored."""
-    sg, sc = sGv
-    for i in cutlass.range_constexpr(cute.size(acc_s)):
-        qi, kj = cS[i]
-        span = (sg[qi, s] - sg[kj, s]) + (sc[qi, s] - sc[kj, s])
-        p = acc_s[i] * scale * cute.math.exp2(span * _LOG2E, fastmath=True)
-        if kj > qi:
-            p = Float32(0.0)
-        acc_s[i] = p
-
-
-@cute.jit
 def _bounds(mCu, i_z, T, cps, nseg, use_cu: cutlass.Constexpr):
     """What CTA row ``i_z`` walks: its batch row, the sequence's tokens [bos, eos), its chunks
     [c_lo, c_hi) counted from bos, the index of its start and end states, and the state slot of
@@ -416,14 +401,16 @@ def _decay_v(zV, zVd, dec, tid, s, dtype: cutlass.Constexpr):
 
 
 @cute.jit
-def _form_p(acc_s, cS, dec, scale):
+def _form_p(acc_s, cS, g, c, scale):
     """P = A * scale * exp(G_i - G_j) for j <= i, 0 above the diagonal, in place in the
-    accumulator ``acc_s`` of A = q k^T (coordinates ``cS``), with the log-decay table ``dec``.
+    accumulator ``acc_s`` of A = q k^T (coordinates ``cS``), with the chunk's G and C by token
+    (``g``, ``c``: the log-decay table's columns, or a stage slot's rows from ``_decay_rows``).
     Rows past the chunk's last token may get inf or NaN here (their q rows are zeros and their
-    decay unbounded): they reach only their own output rows, never stored."""
+    decay unbounded), and tokens past a packed sequence's end hold the next sequence's values:
+    they reach only their own output rows, never stored."""
     for i in cutlass.range_constexpr(cute.size(acc_s)):
         qi, kj = cS[i]
-        span = (dec[qi, 0] - dec[kj, 0]) + (dec[qi, 1] - dec[kj, 1])
+        span = (g[qi] - g[kj]) + (c[qi] - c[kj])
         p = acc_s[i] * scale * cute.math.exp2(span * _LOG2E, fastmath=True)
         if kj > qi:
             p = Float32(0.0)
@@ -787,7 +774,7 @@ class _Walk:
                 # A = q k^T is needed now; with overlap, q S16 may still run.
                 warpgroup.wait_group(1 if const_expr(self.overlap) else 0)
                 n_ok = cutlass.min(BT, eos - t0)
-                _form_p(acc_s, cS, dec, scale)
+                _form_p(acc_s, cS, dec[None, 0], dec[None, 1], scale)
                 aP = _acc_as_operand_a(acc_s, pv, self.dtype)
                 egl = cute.math.exp2(dec[0, 4] * _LOG2E, fastmath=True)
                 for i in cutlass.range_constexpr(cute.size(acc_h)):
@@ -982,7 +969,7 @@ class _Walk:
             warpgroup.commit_group()
             warpgroup.wait_group(1)
             n_ok = cutlass.min(BT, eos - t0)
-            _form_p_stage(acc_s, cS, sGv, s, scale)
+            _form_p(acc_s, cS, sGv[0][None, s], sGv[1][None, s], scale)
             aP = _acc_as_operand_a(acc_s, o_pv, self.dtype)
             warpgroup.fence()
             _gemm(o_pv, acc_o, aP, bV[None, None, None, s], False)
