@@ -63,6 +63,14 @@ a tile again only after that. Where more CTAs walk than there are multiprocessor
 ``_Walk`` share each (384 threads of ``_WalkWS`` and their registers leave room for only one)
 and measured faster.
 
+Note [loads before stores]: vd's 16-byte loads of v and its stores into vd's tile go through
+pointers that the compiler cannot prove apart, so a load written after a store waits for it:
+written one after the other, the walk of one warpgroup paid a round trip to shared memory per
+16 bytes of each thread. So ``_decay_v`` issues every load first. The walk of three warpgroups
+keeps them one after the other (``_decay_v_stage``): there, with the output warpgroups' products
+reading shared memory beside them, all loads at once measured slower (docs/performance.md,
+"chunk_gla: the CuTeDSL walk").
+
 Every wgmma of a warpgroup must be on paths that ptxas can prove the whole warpgroup takes:
 where it cannot (a branch on the thread index, one warp of the warpgroup waiting on an
 mbarrier inside the products' loop, an accumulator written under a per-thread condition), it
@@ -392,29 +400,42 @@ def _end_state(acc_h, cH, mHt, i_state, i_h, r0, c0):
 def _decay_v(zV, zVd, dec, tid, s, dtype: cutlass.Constexpr):
     """vd = v * exp(G_L - G_j) from stage slot s of v into vd's tile, 8 columns (16 bytes,
     which the 128-byte swizzle keeps together) at a time, by thread ``tid`` of one warpgroup,
-    with the factors of the log-decay table ``dec``."""
-    for i in cutlass.range_constexpr(BT * BV // 8 // _THREADS):
+    with the factors of the log-decay table ``dec``; every load before the first store (Note
+    [loads before stores])."""
+    n = BT * BV // 8 // _THREADS
+    xs = []
+    ws = []
+    for i in cutlass.range_constexpr(n):
         e = tid + i * _THREADS
-        x = zV[None, (e % (BV // 8), e // (BV // 8), s)].load().to(Float32)
-        y = x * dec[e // (BV // 8), 2]
-        zVd[None, (e % (BV // 8), e // (BV // 8), 0)].store(y.to(dtype))
+        xs.append(zV[None, (e % (BV // 8), e // (BV // 8), s)].load())
+        ws.append(dec[e // (BV // 8), 2])
+    for i in cutlass.range_constexpr(n):
+        e = tid + i * _THREADS
+        zVd[None, (e % (BV // 8), e // (BV // 8), 0)].store((xs[i].to(Float32) * ws[i]).to(dtype))
 
 
 @cute.jit
-def _form_p(acc_s, cS, g, c, scale):
-    """P = A * scale * exp(G_i - G_j) for j <= i, 0 above the diagonal, in place in the
-    accumulator ``acc_s`` of A = q k^T (coordinates ``cS``), with the chunk's G and C by token
-    (``g``, ``c``: the log-decay table's columns, or a stage slot's rows from ``_decay_rows``).
-    Rows past the chunk's last token may get inf or NaN here (their q rows are zeros and their
-    decay unbounded), and tokens past a packed sequence's end hold the next sequence's values:
-    they reach only their own output rows, never stored."""
-    for i in cutlass.range_constexpr(cute.size(acc_s)):
+def _p_factors(f, cS, g, c, scale):
+    """The factors of P = A * f: scale * exp(G_i - G_j) for j <= i, 0 above the diagonal, into
+    ``f`` (laid out as the accumulator of A = q k^T, coordinates ``cS``), with the chunk's G and
+    C by token (``g``, ``c``: the log-decay table's columns, or a stage slot's rows from
+    ``_decay_rows``). Formed while q k^T runs, so that its loads and exponentials wait on
+    nothing once A has landed. Rows past the chunk's last token may get inf here (their q rows
+    are zeros and their decay unbounded), and tokens past a packed sequence's end hold the next
+    sequence's values: they reach only their own output rows, never stored."""
+    for i in cutlass.range_constexpr(cute.size(f)):
         qi, kj = cS[i]
         span = (g[qi] - g[kj]) + (c[qi] - c[kj])
-        p = acc_s[i] * scale * cute.math.exp2(span * _LOG2E, fastmath=True)
-        if kj > qi:
-            p = Float32(0.0)
-        acc_s[i] = p
+        w = cute.math.exp2(span * _LOG2E, fastmath=True) * scale
+        f[i] = cutlass.select_(kj > qi, Float32(0.0), w)
+
+
+@cute.jit
+def _form_p(acc_s, f):
+    """P = A * f in place in the accumulator ``acc_s`` of A = q k^T (``f``: ``_p_factors``'),
+    0 above the diagonal whatever A holds there."""
+    for i in cutlass.range_constexpr(cute.size(acc_s)):
+        acc_s[i] = cutlass.select_(f[i] == Float32(0.0), Float32(0.0), acc_s[i] * f[i])
 
 
 @cute.jit
@@ -731,6 +752,7 @@ class _Walk:
             tHs = t_kv.partition_C(sHmn[None, None, 0])
             hb = cute.make_rmem_tensor_like(acc_h, self.dtype)  # the state rounded, to store
             yO = cute.make_rmem_tensor_like(acc_o, self.dtype)  # the chunk's output
+            fP = cute.make_rmem_tensor_like(acc_s)  # P's factors
             zV = cute.zipped_divide(sV, (8, 1, 1))  # ((8, 1, 1), (BV / 8, BT, stage))
             zVd = cute.zipped_divide(sVd, (8, 1, 1))
 
@@ -766,15 +788,16 @@ class _Walk:
                 _gemm(qs, acc_o2, aQs[None, None, None, s], bH[None, None, None, 0], False)
                 warpgroup.commit_group()
 
-                # vd = v * exp(G_L - G_j) into shared memory, while the products run: 8 columns
-                # (16 bytes, which the 128-byte swizzle keeps together) at a time.
+                # P's factors, and vd = v * exp(G_L - G_j) into shared memory, while the
+                # products run.
+                _p_factors(fP, cS, dec[None, 0], dec[None, 1], scale)
                 _decay_v(zV, zVd, dec, tid, s, self.dtype)
                 cute.arch.fence_proxy("async.shared", space="cta")
 
                 # A = q k^T is needed now; with overlap, q S16 may still run.
                 warpgroup.wait_group(1 if const_expr(self.overlap) else 0)
                 n_ok = cutlass.min(BT, eos - t0)
-                _form_p(acc_s, cS, dec[None, 0], dec[None, 1], scale)
+                _form_p(acc_s, fP)
                 aP = _acc_as_operand_a(acc_s, pv, self.dtype)
                 egl = cute.math.exp2(dec[0, 4] * _LOG2E, fastmath=True)
                 for i in cutlass.range_constexpr(cute.size(acc_h)):
@@ -946,6 +969,8 @@ class _Walk:
             o_qk, o_qs, o_pv, wtid, sQ, sK, sH, sV
         )
         yO = cute.make_rmem_tensor_like(acc_o, self.dtype)
+        fP = cute.make_rmem_tensor_like(acc_s)  # P's factors
+        gO = cute.make_rmem_tensor_like(acc_o, Float32)  # each output row's G
         for m in cutlass.range(j, nc, 2, unroll=1):
             s = m % NS
             b = m % NH
@@ -967,9 +992,10 @@ class _Walk:
                 cute.arch.mbarrier_wait(ready + b, (m // NH) % 2)
             _gemm(o_qs, acc_o2, aQs[None, None, None, s], bH[None, None, None, b], False)
             warpgroup.commit_group()
+            _p_factors(fP, cS, sGv[0][None, s], sGv[1][None, s], scale)
             warpgroup.wait_group(1)
             n_ok = cutlass.min(BT, eos - t0)
-            _form_p(acc_s, cS, sGv[0][None, s], sGv[1][None, s], scale)
+            _form_p(acc_s, fP)
             aP = _acc_as_operand_a(acc_s, o_pv, self.dtype)
             warpgroup.fence()
             _gemm(o_pv, acc_o, aP, bV[None, None, None, s], False)
@@ -979,18 +1005,21 @@ class _Walk:
                 cute.arch.cp_async_bulk_wait_group(0, read=True)
             # q S16 (and the store) have read the state tile.
             cute.arch.mbarrier_arrive(free + b)
+            # The output rows' G, the last of the stage that the chunk reads: this warpgroup
+            # is then done with the stage, and its next tokens load under the output's
+            # exponentials and stores (the state's warpgroup waits for them otherwise).
             sg = sGv[0]
-            for i in cutlass.range_constexpr(cute.size(acc_o)):
-                orow, ocol = cO[i]
-                eg = cute.math.exp2(sg[orow, s] * _LOG2E, fastmath=True) * scale
-                yO[i] = (acc_o[i] + acc_o2[i] * eg).to(self.dtype)
-            _store_output(mO, yO, t_pv, cO, i_b, t0, i_h, i_v, n_ok)
-            # This warpgroup is done with the stage: its next tokens may load.
+            for i in cutlass.range_constexpr(cute.size(gO)):
+                gO[i] = sg[cO[i][0], s]
             cute.arch.barrier(barrier_id=2 + j, number_of_threads=_THREADS)
             if m + NS < nc:
                 cute.arch.mbarrier_wait(empty + s, (m // NS) % 2)
                 if warp % 4 == 0:
                     _issue(loads, full + s, c + NS, s, stage_bytes)
+            for i in cutlass.range_constexpr(cute.size(acc_o)):
+                eg = cute.math.exp2(gO[i] * _LOG2E, fastmath=True) * scale
+                yO[i] = (acc_o[i] + acc_o2[i] * eg).to(self.dtype)
+            _store_output(mO, yO, t_pv, cO, i_b, t0, i_h, i_v, n_ok)
 
 
 class _WalkWS(_Walk):
