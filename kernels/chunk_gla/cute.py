@@ -55,7 +55,8 @@ runs them all one after another. Every log-decay factor is formed where it is us
 and C that the chunk's stage brought: the state's warpgroup publishes no table, so nothing but
 vd, S16 and the product is on its chain. Four stages of q, k and v tiles; each stage's ``full``
 mbarrier completes with its TMA loads, its ``empty`` one when the state's warpgroup has read its
-k and v, and the output warpgroup that read it last issues its next loads after both. Each
+k and v, and the output warpgroup that read it last issues its next loads after both, before
+it forms and stores its chunk's output (it reads the output rows' G from the stage first). Each
 state tile's ``ready`` mbarrier completes when the state's warpgroup has written it, its
 ``free`` one when the output warpgroup has read it (with ``save_states`` that warpgroup also
 stores it by TMA, and waits for the store to have read it first); the state's warpgroup writes
@@ -64,11 +65,11 @@ a tile again only after that. Where more CTAs walk than there are multiprocessor
 and measured faster.
 
 Note [loads before stores]: vd's 16-byte loads of v and its stores into vd's tile go through
-pointers that the compiler cannot prove apart, so a load written after a store waits for it:
-written one after the other, the walk of one warpgroup paid a round trip to shared memory per
-16 bytes of each thread. So ``_decay_v`` issues every load first. The walk of three warpgroups
-keeps them one after the other (``_decay_v_stage``): there, with the output warpgroups' products
-reading shared memory beside them, all loads at once measured slower (docs/performance.md,
+views of shared memory that the compiler is not told are apart, so written one after the other
+each load may wait behind the store before it. ``_decay_v`` (the walk of one warpgroup) issues
+every load first, which measured 2% faster at B1 T32768 H16. The walk of three warpgroups
+keeps them one after the other (``_decay_v_stage``): with the output warpgroups' products
+reading shared memory beside them, all loads at once measured slower there (docs/performance.md,
 "chunk_gla: the CuTeDSL walk").
 
 Every wgmma of a warpgroup must be on paths that ptxas can prove the whole warpgroup takes:

@@ -1,0 +1,116 @@
+"""chunk_gla's CuTeDSL walk against other copies of it: GPU time and outputs, side by side.
+
+    PYTHONPATH=<site with attnops_kernels>:. python benchmarks/chunk_gla_cute_ab.py \\
+        OTHER.py [OTHER.py ...] [--shapes "B,T,H,K;..."] [--rounds 3] [--h0] [--save-states]
+
+Each ``OTHER.py`` is another version of ``kernels/chunk_gla/cute.py`` (``git show
+REV:kernels/chunk_gla/cute.py > OTHER.py``; the same file gives an A/A run), loaded as a
+module of the package beside the checkout's, with its compiled kernels kept apart (its cache
+cleared: no disk cache). For each shape (K = V, bf16, ``g = logsigmoid(randn)``; by default the
+four of the suite), the whole forward as the operator runs it (``chunk_gla_fwd`` with the
+shipped plan) with each version of the walk: GPU time by CUDA-graph replay (median of five
+replays a round), the versions interleaved round by round so that drift shows, and the largest
+difference of each version's output and final state from the checkout's, relative to its
+largest value (0 means bit for bit). One line per version: median, ratio to the checkout's,
+every round, the differences.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import statistics
+import sys
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _timing import graph_us  # noqa: E402
+
+SHAPES = "4,4096,16,128;8,2048,32,64;1,32768,16,128;1,8192,4,128"
+
+
+def load(path: Path):
+    """``path`` as ``attnops_kernels.chunk_gla.<its stem>``, so that its relative imports
+    resolve to the checkout's package; its kernels compile apart from the checkout's."""
+    name = f"attnops_kernels.chunk_gla.{path.stem}"
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    module._WALK.clear()
+    return module
+
+
+def use(package, module) -> None:
+    # triton.py's _cute_fwd imports the walk as ``from . import cute`` at each call.
+    package.cute = module
+    sys.modules["attnops_kernels.chunk_gla.cute"] = module
+
+
+def run_shape(shape, versions, package, args) -> None:
+    """Time and compare every version at one shape; print its lines."""
+    from attnops_kernels.chunk_gla import config, triton
+
+    B, T, H, K = (int(x) for x in shape.split(","))
+    gen = torch.Generator(device="cuda").manual_seed(0)
+    q, k, v = (
+        torch.randn(B, T, H, K, device="cuda", generator=gen, dtype=torch.bfloat16)
+        for _ in range(3)
+    )
+    g = F.logsigmoid(torch.randn(B, T, H, device="cuda", generator=gen))
+    h0 = torch.randn(B, H, K, K, device="cuda", generator=gen) if args.h0 else None
+
+    def forward():
+        return triton.chunk_gla_fwd(q, k, v, g, None, h0, None, True, save_states=args.save_states)
+
+    results, times = {}, {name: [] for name, _ in versions}
+    for name, module in versions:
+        use(package, module)
+        o, _, ht = forward()
+        results[name] = o.float(), ht
+    for _ in range(args.rounds):
+        for name, module in versions:
+            use(package, module)
+            times[name].append(graph_us(lambda: forward()[0], replays=5))
+    use(package, versions[0][1])
+    plan = config._cute_plan(q, k, v, False, args.save_states)
+    print(f"B{B} T{T} H{H} K=V={K} plan {plan}")
+    base = statistics.median(times["checkout"])
+    o0, ht0 = results["checkout"]
+    for name, _ in versions:
+        o, ht = results[name]
+        d_o = ((o - o0).abs().max() / o0.abs().max()).item()
+        d_ht = ((ht - ht0).abs().max() / ht0.abs().max()).item() if ht is not None else 0.0
+        us = statistics.median(times[name])
+        rounds = " ".join(f"{t:.1f}" for t in times[name])
+        print(
+            f"  {name}: {us:.1f} us ({us / base:.3f}) [{rounds}] "
+            f"output diff {d_o:.1e}, final state diff {d_ht:.1e}",
+            flush=True,
+        )
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("others", nargs="+", type=Path)
+    ap.add_argument("--shapes", default=SHAPES, help="B,T,H,K;... (V = K)")
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--h0", action="store_true", help="with an initial state")
+    ap.add_argument("--save-states", action="store_true")
+    args = ap.parse_args()
+
+    import attnops_kernels.chunk_gla as package
+    import attnops_kernels.chunk_gla.cute as tree
+
+    tree._WALK.clear()
+    versions = [("checkout", tree)] + [(p.stem, load(p)) for p in args.others]
+    for shape in args.shapes.split(";"):
+        run_shape(shape, versions, package, args)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
