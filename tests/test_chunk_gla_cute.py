@@ -72,6 +72,7 @@ def test_the_contract_refuses_grids_and_sizes_the_walk_cannot_launch(monkeypatch
     # Past the availability check (faked: this runs on any machine), each limit alone.
     monkeypatch.setattr(CF, "_CUTE_WALK", True)
     monkeypatch.setattr(CF, "_cute_available", lambda index: True)
+    monkeypatch.setattr(CF, "_sm_count", lambda device: 132)  # an H200's
 
     class Cuda:
         # Shape, dtype, strides and a 16-byte aligned address: what the plan reads.
@@ -110,12 +111,18 @@ def test_the_contract_refuses_grids_and_sizes_the_walk_cannot_launch(monkeypatch
     assert plan(1, 2**23, 1, 128, 128, save=True) is None
     assert plan(1, 2**23, 1, 128, 128) is not None
     assert plan(1, 2**22, 1, 128, 128, save=True) == plan(1, 2**22, 1, 128, 128)
-    # Segments only where fewer than 128 CTAs would walk, then about 256, of 8 chunks or more.
+    # Segments only where fewer than 128 CTAs would walk, of 8 chunks or more: at K = 128 one
+    # CTA per multiprocessor where whole segments fill 90% of them, else about 256 CTAs.
     assert plan(4, 4096, 16, 128, 128) == (64, 1)
-    assert plan(2, 4096, 16, 128, 128) == (16, 4)
-    assert plan(1, 32768, 16, 128, 128) == (64, 8)
+    assert plan(2, 4096, 16, 128, 128) == (32, 2)
+    assert plan(1, 32768, 16, 128, 128) == (128, 4)
     assert plan(1, 8192, 4, 128, 128) == (8, 16)
     assert plan(1, 100, 1, 128, 128) == (2, 1)
+    assert plan(2, 8192, 12, 128, 128) == (22, 6)  # 96 CTAs would fill 73%
+    assert plan(4, 2048, 16, 64, 64) == (8, 4)  # K = 64
+    monkeypatch.setattr(CF, "_sm_count", lambda device: 114)
+    assert plan(1, 32768, 16, 128, 128) == (64, 8)  # 96 CTAs would fill 84%
+    assert plan(1, 32768, 19, 128, 128) == (171, 3)  # 114 of them
 
 
 def test_three_warpgroups_walk_where_every_cta_has_a_multiprocessor(monkeypatch):

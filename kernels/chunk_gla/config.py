@@ -202,7 +202,11 @@ def _state_slots(B, T, N, use_cu):
 # off; tests and benchmarks set _CUTE_WALK to choose. A segment's start state costs a Triton
 # walk of its own, more than a second CTA on each multiprocessor gains, so sequences are split
 # into segments only where fewer than _CUTE_SEG_BELOW CTAs would walk: then until about
-# _CUTE_SEG_PROGRAMS walk, each segment of at least _CUTE_SEG_MIN_CHUNKS chunks.
+# _CUTE_SEG_PROGRAMS walk, each segment of at least _CUTE_SEG_MIN_CHUNKS chunks; but at K = 128,
+# where whole multiples of the CTAs fill at least _CUTE_SEG_FILL of the multiprocessors, until
+# one walks on each, as three warpgroups (_cute_walk_split), which measured up to 11% faster (3%
+# at B1 T32768 H16) where this applies (docs/performance.md, "chunk_gla: the CuTeDSL walk", *How
+# sequences are split*).
 _CUTE_WALK = _env_switch("ATTNOPS_CHUNK_GLA_CUTE", True)
 # The backward's gradients' pass in CuTeDSL (cute_bwd.py), under the same switch; tests and
 # benchmarks set _CUTE_BWD to choose. It computes K = V of 64 or 128 and measured faster than
@@ -226,6 +230,7 @@ _CUTE_SEG_BELOW = 128
 # The walk as three warpgroups where each CTA has a multiprocessor (_cute_walk_split).
 _CUTE_WALK_SPLIT = True
 _CUTE_SEG_PROGRAMS = 256
+_CUTE_SEG_FILL = 0.9
 _CUTE_SEG_MIN_CHUNKS = 8
 _MAX_GRID_YZ = 65535
 
@@ -327,7 +332,11 @@ def _cute_plan(q, k, v, use_cu, save_states, sequences=None):
         programs = B * H * cdiv(V, 64)
         nseg = 1
         if programs < _CUTE_SEG_BELOW:
-            nseg = min(cdiv(_CUTE_SEG_PROGRAMS, programs), max(1, NT // _CUTE_SEG_MIN_CHUNKS))
+            sm = _sm_count(q.device)
+            target = cdiv(_CUTE_SEG_PROGRAMS, programs)
+            if K == 128 and sm // programs * programs >= _CUTE_SEG_FILL * sm:
+                target = sm // programs  # a CTA of three warpgroups on each multiprocessor
+            nseg = min(target, max(1, NT // _CUTE_SEG_MIN_CHUNKS))
         cps = cdiv(NT, nseg)
         plan = cps, cdiv(NT, cps)
     # The grid is (V blocks, H, sequences x segments): its second and third sizes stop at 65535.
