@@ -138,6 +138,28 @@ _BWD_SEG_MAX_PROGRAMS_RECOMPUTING = 32
 _CARRY_ELEMENTS = 8192
 
 
+# The states at the segments' starts of a forward in one walk (triton._segment_starts, for the
+# Triton walk and the CuTeDSL one) come from each segment's own walk and the carry across
+# segments: two of the three launches of a split walk. That own walk is one chain per
+# (sequence, segment, head, state tile) over the segment's chunks, so with few chains (B1
+# T32768 H16: 256 of 128 chunks each) most of the GPU idles while they step. It can run on
+# segments _SEG_START_SPLIT times finer (the largest divisor of the plan's chunks per segment
+# up to it), as many times more chains each as many times shorter, the carry then over the
+# finer segments and every _SEG_START_SPLIT-th start taken. 1: the plan's segments, as
+# measured in docs/performance.md; larger values are tested for their results on any machine
+# and not yet timed on a GPU.
+_SEG_START_SPLIT = 1
+
+
+def _start_segments(cps: int, chunks: int) -> tuple[int, int, int]:
+    """(chunks per segment, segments, r) of the walk that gives the start states of segments of
+    ``cps`` chunks over ``chunks`` chunks: segments r times finer, r the largest divisor of cps
+    up to ``_SEG_START_SPLIT``, so that every r-th finer segment starts one of the plan's."""
+    r = max(d for d in range(1, max(1, _SEG_START_SPLIT) + 1) if cps % d == 0)
+    fine = cps // r
+    return fine, cdiv(chunks, fine), r
+
+
 def _carry_blocks(nseg: int, elements: int) -> tuple[int, int, int]:
     """(rows, elements per block, blocks) of the carry over ``nseg`` segments of states of
     ``elements`` elements: rows a power of two above ``nseg`` (the identity and each segment)."""

@@ -351,11 +351,21 @@ def chunk_gla_fwd(
 def _segment_starts(o, k, v, gc, h0, ht, N, NT, mode, segments):
     """The state at each segment's start (``[N * segments, H, K, V]`` float32), from each
     segment's own walk over ``gc``, and the final states into ``ht`` unless it is None: what a
-    forward in one walk split into segments starts each segment from."""
+    forward in one walk split into segments starts each segment from. The own walk may run on
+    finer segments (``config._start_segments``), every r-th of whose starts is then taken."""
     state_cfg = config._fwd_config(k.shape[-1], v.shape[-1], k.dtype)[1]
-    return _launch_walk(
-        o, k, v, gc, h0, None, ht, None, None, N, NT, config._BT, state_cfg, mode, segments
+    cps, nseg = segments
+    fine, nfine, r = config._start_segments(cps, NT)
+    start = _launch_walk(
+        o, k, v, gc, h0, None, ht, None, None, N, NT, config._BT, state_cfg, mode, (fine, nfine)
     )
+    if r == 1:
+        return start
+    # Segment i of the plan starts at chunk i * cps = (i * r) * fine: finer segment i * r's
+    # start (cdiv(cdiv(NT, fine), r) == cdiv(NT, cps) == nseg of them), copied compact (the
+    # walks index it so; with one sequence the reshape alone would keep it strided).
+    H, K, V = start.shape[1:]
+    return start.view(N, nfine, H, K, V)[:, ::r].reshape(N * nseg, H, K, V).contiguous()
 
 
 def _cute_fwd(q, k, v, g, o, h, h0, ht, cu, scale, N, NT, NS, mode, plan):
