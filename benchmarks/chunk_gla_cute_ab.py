@@ -1,12 +1,15 @@
 """chunk_gla's CuTeDSL walk against other copies of it: GPU time and outputs, side by side.
 
     PYTHONPATH=<site with attnops_kernels>:. python benchmarks/chunk_gla_cute_ab.py \\
-        OTHER.py [OTHER.py ...] [--shapes "B,T,H,K;..."] [--rounds 3] [--h0] [--save-states]
+        [OTHER.py ...] [--knob NAME=VALUE ...] [--shapes "B,T,H,K;..."] [--rounds 3] [--h0] \\
+        [--save-states]
 
 Each ``OTHER.py`` is another version of ``kernels/chunk_gla/cute.py`` (``git show
 REV:kernels/chunk_gla/cute.py > OTHER.py``; the same file gives an A/A run), loaded as a
 module of the package beside the checkout's, with its compiled kernels kept apart (its cache
-cleared: no disk cache). For each shape (K = V, bf16, ``g = logsigmoid(randn)``; by default the
+cleared: no disk cache). Each ``--knob NAME=VALUE`` is one more version: the checkout's, with
+``config.NAME`` set to VALUE (a Python literal) while it runs, e.g. ``--knob
+_SEG_START_SPLIT=2``. For each shape (K = V, bf16, ``g = logsigmoid(randn)``; by default the
 four of the suite), the whole forward as the operator runs it (``chunk_gla_fwd`` with the
 shipped plan) with each version of the walk: GPU time by CUDA-graph replay (median of five
 replays a round), the versions interleaved round by round so that drift shows, and the largest
@@ -18,6 +21,7 @@ every round, the differences.
 from __future__ import annotations
 
 import argparse
+import ast
 import importlib.util
 import statistics
 import sys
@@ -44,13 +48,29 @@ def load(path: Path):
     return module
 
 
-def use(package, module) -> None:
+def use(package, version, defaults) -> None:
+    """Make ``version`` (name, walk module, config knobs) the one that runs: its walk module, and
+    every knob of the run at the version's value or else the checkout's."""
+    _, module, knobs = version
     # triton.py's _cute_fwd imports the walk as ``from . import cute`` at each call.
     package.cute = module
     sys.modules["attnops_kernels.chunk_gla.cute"] = module
+    for name, value in {**defaults, **knobs}.items():
+        setattr(package.config, name, value)
 
 
-def run_shape(shape, versions, package, args) -> None:
+def knob(text: str) -> tuple[str, object]:
+    """``NAME=VALUE`` as (NAME, the literal VALUE)."""
+    name, sep, value = text.partition("=")
+    if not sep or not name.isidentifier():
+        raise argparse.ArgumentTypeError(f"expected NAME=VALUE, got {text!r}")
+    try:
+        return name, ast.literal_eval(value)
+    except (ValueError, SyntaxError) as exc:
+        raise argparse.ArgumentTypeError(f"{value!r} is not a Python literal") from exc
+
+
+def run_shape(shape, versions, defaults, package, args) -> None:
     """Time and compare every version at one shape; print its lines."""
     from attnops_kernels.chunk_gla import config, triton
 
@@ -66,21 +86,21 @@ def run_shape(shape, versions, package, args) -> None:
     def forward():
         return triton.chunk_gla_fwd(q, k, v, g, None, h0, None, True, save_states=args.save_states)
 
-    results, times = {}, {name: [] for name, _ in versions}
-    for name, module in versions:
-        use(package, module)
+    results, times = {}, {version[0]: [] for version in versions}
+    for version in versions:
+        use(package, version, defaults)
         o, _, ht = forward()
-        results[name] = o.float(), ht
+        results[version[0]] = o.float(), ht
     for _ in range(args.rounds):
-        for name, module in versions:
-            use(package, module)
-            times[name].append(graph_us(lambda: forward()[0], replays=5))
-    use(package, versions[0][1])
+        for version in versions:
+            use(package, version, defaults)
+            times[version[0]].append(graph_us(lambda: forward()[0], replays=5))
+    use(package, versions[0], defaults)
     plan = config._cute_plan(q, k, v, False, args.save_states)
     print(f"B{B} T{T} H{H} K=V={K} plan {plan}")
     base = statistics.median(times["checkout"])
     o0, ht0 = results["checkout"]
-    for name, _ in versions:
+    for name, _, _ in versions:
         o, ht = results[name]
         d_o = ((o - o0).abs().max() / o0.abs().max()).item()
         d_ht = ((ht - ht0).abs().max() / ht0.abs().max()).item() if ht is not None else 0.0
@@ -95,7 +115,8 @@ def run_shape(shape, versions, package, args) -> None:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("others", nargs="+", type=Path)
+    ap.add_argument("others", nargs="*", type=Path)
+    ap.add_argument("--knob", type=knob, action="append", default=[], help="NAME=VALUE")
     ap.add_argument("--shapes", default=SHAPES, help="B,T,H,K;... (V = K)")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--h0", action="store_true", help="with an initial state")
@@ -104,11 +125,17 @@ def main() -> int:
 
     import attnops_kernels.chunk_gla as package
     import attnops_kernels.chunk_gla.cute as tree
+    from attnops_kernels.chunk_gla import config  # also package.config from here on
 
     tree._WALK.clear()
-    versions = [("checkout", tree)] + [(p.stem, load(p)) for p in args.others]
+    versions = [("checkout", tree, {})] + [(p.stem, load(p), {}) for p in args.others]
+    versions += [(f"{name}={value!r}", tree, {name: value}) for name, value in args.knob]
+    for name, _ in args.knob:
+        if not hasattr(config, name):
+            ap.error(f"config has no {name}")
+    defaults = {name: getattr(config, name) for name, _ in args.knob}
     for shape in args.shapes.split(";"):
-        run_shape(shape, versions, package, args)
+        run_shape(shape, versions, defaults, package, args)
     return 0
 
 
