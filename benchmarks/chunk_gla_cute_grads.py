@@ -23,7 +23,9 @@ whatever ``config._cute_bwd_walks`` would choose: where its threshold should lie
 ``--state-walks`` instead times, at the four shapes, the backward with the CuTeDSL pass whose
 state walks are Triton's against the one whose whole walks are CuTeDSL's (cute_states.py,
 where ``config._cute_states`` allows them; split walks stay Triton's either way), with the
-states saved and recomputed.
+states saved and recomputed. ``--split-walks`` instead times, the same way, the two steps of
+the split state walks in Triton against CuTeDSL (``config._CUTE_SPLIT_WALKS``): the backward,
+and the forward whose segments' start states they give.
 
 Before timing, each shape's gradients of the two backwards are compared (``BAD`` where one
 differs from the other by more than 2e-2 of its largest value, or is not finite); exit 1 on any.
@@ -131,22 +133,34 @@ def walk_sweep(replays):
     print(markdown(header, rows))
 
 
-def state_walks(replays):
+def state_walks(replays, knob="_CUTE_STATES"):
+    # The backward (and with _CUTE_SPLIT_WALKS the forward too, whose segment starts it
+    # changes) with ``knob`` off, then on.
     switch(True)
     rows, bad = [], 0
     for B, T, H, K in SHAPES:
         q, k, v, g, do = inputs(B, T, H, K)
         h = C.chunk_gla_fwd(q, k, v, g, None, None, None, False, save_states=True)[1]
-        for save in (True, False):
-            run = functools.partial(backward, q, k, v, g, do, h if save else None, save)
+        runs = [
+            ("bwd, states " + ("saved" if save else "recomputed"),
+             functools.partial(backward, q, k, v, g, do, h if save else None, save))
+            for save in (True, False)
+        ]  # fmt: skip
+        if knob == "_CUTE_SPLIT_WALKS":
+            runs += [
+                (f"fwd, states {'saved' if save else 'not kept'}",
+                 functools.partial(C.chunk_gla_fwd, q, k, v, g, None, None, None, True,
+                                   save_states=save))
+                for save in (True, False)
+            ]  # fmt: skip
+        for kind, run in runs:
             outs = {}
             for cute in (False, True):
-                CF._CUTE_STATES = cute
-                outs[cute] = run()
+                setattr(CF, knob, cute)
+                outs[cute] = [x for x in run() if x is not None and x.numel()]
             worst, ok = compare(outs[True], outs[False])
             bad += not ok
-            tri, cute = pair(run, replays, choose=setter("_CUTE_STATES"))
-            kind = "bwd, states " + ("saved" if save else "recomputed")
+            tri, cute = pair(run, replays, choose=setter(knob))
             err = f"{worst:.1e}" + ("" if ok else " BAD")
             rows.append(
                 [f"B{B} T{T} H{H} K=V={K}", kind, f"{tri:.1f}", f"{cute:.1f}",
@@ -154,7 +168,10 @@ def state_walks(replays):
             )  # fmt: skip
         del h
         torch.cuda.empty_cache()
-    title = "chunk_gla backward with the CuTeDSL pass, state walks Triton's or CuTeDSL's"
+    if knob == "_CUTE_SPLIT_WALKS":
+        title = "chunk_gla with the CuTeDSL kernels, split state walks' steps Triton's or CuTeDSL's"
+    else:
+        title = "chunk_gla backward with the CuTeDSL pass, state walks Triton's or CuTeDSL's"
     report(title, ["Triton walks", "CuTeDSL walks", "ratio"], rows, bad)
 
 
@@ -163,7 +180,11 @@ def main():
     ap.add_argument("--replays", type=int, default=7)
     ap.add_argument("--walk-sweep", action="store_true", help="see the module docstring")
     ap.add_argument("--state-walks", action="store_true", help="see the module docstring")
+    ap.add_argument("--split-walks", action="store_true", help="see the module docstring")
     args = ap.parse_args()
+    if args.split_walks:
+        state_walks(args.replays, "_CUTE_SPLIT_WALKS")
+        return
     if args.walk_sweep:
         walk_sweep(args.replays)
         return

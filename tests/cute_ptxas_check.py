@@ -11,9 +11,9 @@ stays correct and gets slower. This script keeps each kernel's PTX, compiles it 
 ``ptxas -v`` and prints, per compile key, the registers, spills and advisories; exit 1 where
 any key is serialized or spills. Where no ptxas here takes the PTX (one older than the CuTeDSL
 build), it reads the cubin that CuTeDSL built instead: serialized where cuobjdump shows a wait
-for every product. By default a dozen keys that cover every flag of the forward walk (both of
-its organizations), the gradients' pass and the state walks; ``--all`` every key of the walk
-(128, minutes).
+for every product. By default nineteen keys that cover every flag of the forward walk (both of
+its organizations), the gradients' pass and the state walks (whole and split into segments);
+``--all`` every key of the walk (128, minutes).
 ptxas and cuobjdump: ``$PTXAS`` / ``$CUOBJDUMP``, the PATH, ``/usr/local/cuda/bin``, Triton's.
 """
 
@@ -116,12 +116,16 @@ def grads_keys():
 def states_keys():
     import torch
 
-    # (dtype, K, reverse per walk, use_s0 per walk, store_end per walk), as the backward
-    # launches them: both walks, the reverse alone (states saved), the forward alone (K = 64).
-    yield (torch.bfloat16, 128, (False, True), (True, True), (False, True))
-    yield (torch.bfloat16, 64, (False, True), (False, False), (False, True))
-    yield (torch.bfloat16, 128, (True,), (False,), (True,))
-    yield (torch.float16, 64, (False,), (True,), (False,))
+    # (dtype, K, reverse per walk, use_s0 per walk, store_end per walk, own per walk), as the
+    # backward launches them: both walks, the reverse alone (states saved), the forward alone
+    # (K = 64); then the two steps of walks split into segments (both walks, the forward alone).
+    yield (torch.bfloat16, 128, (False, True), (True, True), (False, True), (False, False))
+    yield (torch.bfloat16, 64, (False, True), (False, False), (False, True), (False, False))
+    yield (torch.bfloat16, 128, (True,), (False,), (True,), (False,))
+    yield (torch.float16, 64, (False,), (True,), (False,), (False,))
+    yield (torch.bfloat16, 128, (False, True), (False, False), (True, True), (True, True))
+    yield (torch.bfloat16, 128, (False, True), (True, True), (False, False), (False, False))
+    yield (torch.float16, 64, (False,), (False,), (True,), (True,))
 
 
 def main() -> int:

@@ -33,6 +33,39 @@ def test_the_state_walks_contract(monkeypatch):
     assert not ok(2, 4096, 16)
 
 
+def test_the_split_walks_contract(monkeypatch):
+    # Past the availability check (faked: this runs on any machine), each limit alone.
+    monkeypatch.setattr(CF, "_CUTE_SPLIT_WALKS", True)
+    monkeypatch.setattr(CF, "_cute_available", lambda index: True)
+
+    class Cuda:
+        # Shape, dtype, strides and a 16-byte aligned address: what the contract reads.
+        def __init__(self, *shape, dtype=torch.bfloat16):
+            self.t = torch.empty(shape, dtype=dtype, device="meta")
+            self.shape, self.dtype, self.is_cuda = self.t.shape, dtype, True
+            self.device = torch.device("cuda", 0)
+
+        def __getattr__(self, name):
+            return getattr(self.t, name)
+
+        def data_ptr(self):
+            return 1 << 20
+
+    ok = CF._cute_split_walks
+    a = Cuda(1, 8192, 4, 128)
+    assert ok(a, a, 1, 16) and ok(a, a, 1, 16, Cuda(128, 4, 128, 128))
+    assert not ok(a, a, 1, 16, Cuda(128, 4, 128, 128, dtype=torch.float32))  # states' dtype
+    assert not ok(a, Cuda(1, 8192, 4, 128, dtype=torch.float16), 1, 16)
+    assert not ok(Cuda(1, 8192, 4, 96), Cuda(1, 8192, 4, 96), 1, 16)  # K
+    assert not ok(a, Cuda(1, 8192, 4, 64), 1, 16)  # V not K
+    assert not ok(Cuda(1, 8190, 4, 128), Cuda(1, 8190, 4, 128), 1, 16)  # T not a multiple of 4
+    assert not ok(a, a, 1, 32768)  # two walks of 32768 segments: 65536 grid rows
+    f32 = Cuda(1, 8192, 4, 128, dtype=torch.float32)
+    assert not ok(f32, f32, 1, 16)
+    monkeypatch.setattr(CF, "_CUTE_SPLIT_WALKS", False)
+    assert not ok(a, a, 1, 16)
+
+
 def _inputs(B, T, H, K, dtype, gen, strided, decay):
     q, k, v, g, _, do, _ = gradient_inputs(B, T, H, K, dtype, gen, strided, decay, states=False)
     return q, k, v, g, do
@@ -135,5 +168,58 @@ def test_the_backward_takes_cute_state_walks_where_they_are_whole(
     monkeypatch.setattr(CF, "_CUTE_STATES", False)
     theirs = C.chunk_gla_bwd(q, k, v, g, None, h0, None, do, dht, h, save_states=save)
     for name, a, b in zip(("dq", "dk", "dv", "dg", "dh0"), ours, theirs, strict=True):
+        assert torch.isfinite(a).all(), name
+        assert rel_err(a, b) < 1e-2, (name, rel_err(a, b))
+
+
+@pytest.mark.skipif(_SKIP is not None, reason=_SKIP or "")
+@pytest.mark.parametrize(
+    ("B", "T", "H", "K", "dtype", "save"),
+    first_by_default(
+        [
+            # 63 chunks in 7 segments of 9 (forward) and 8 of 8 (backward), a partial last chunk.
+            (1, 4000, 2, 128, torch.bfloat16, False),
+            (1, 4000, 2, 128, torch.bfloat16, True),
+            (2, 1000, 1, 64, torch.float16, False),
+        ]
+    ),
+)
+def test_cute_split_walks_match_the_triton_split_walks(monkeypatch, B, T, H, K, dtype, save):
+    # The forward's segment starts and the backward's split walks, with their two steps in
+    # CuTeDSL against Triton's: the same outputs, final states and gradients, and each step
+    # taken by the walks expected.
+    from attnops_kernels.chunk_gla import cute_states
+
+    calls = []
+    split_walks = cute_states.split_walks
+
+    def spy(gc, forward=None, reverse=None, scale=1.0, *, segments, own):
+        calls.append((own, forward is not None, reverse is not None))
+        split_walks(gc, forward, reverse, scale, segments=segments, own=own)
+
+    monkeypatch.setattr(cute_states, "split_walks", spy)
+    gen = torch.Generator().manual_seed(T + K)
+    q, k, v, g, do = _inputs(B, T, H, K, dtype, gen, False, "logsigmoid")
+    h0 = torch.randn(B, H, K, K, generator=gen).cuda()
+    dht = torch.randn(B, H, K, K, generator=gen).cuda()
+
+    def both():
+        o, h, ht = C.chunk_gla_fwd(q, k, v, g, None, h0, None, True, save_states=save)
+        grads = C.chunk_gla_bwd(q, k, v, g, None, h0, None, do, dht, h, save_states=save)
+        return (o, ht, *grads)
+
+    monkeypatch.setattr(CF, "_CUTE_SPLIT_WALKS", True)
+    ours = both()
+    # The forward's segment starts (own walk only), then the backward's walks.
+    bwd = (
+        [(True, False, True), (False, False, True)]
+        if save
+        else [(True, True, True), (False, True, True)]
+    )
+    assert calls == [(True, True, False)] + bwd, calls
+    monkeypatch.setattr(CF, "_CUTE_SPLIT_WALKS", False)
+    theirs = both()
+    names = ("o", "ht", "dq", "dk", "dv", "dg", "dh0")
+    for name, a, b in zip(names, ours, theirs, strict=True):
         assert torch.isfinite(a).all(), name
         assert rel_err(a, b) < 1e-2, (name, rel_err(a, b))

@@ -314,6 +314,35 @@ def _cute_states(B, T, H):
     return _CUTE_STATES and T % 4 == 0 and H <= _MAX_GRID_YZ and 2 * B <= _MAX_GRID_YZ
 
 
+# The two steps of a state walk split into segments (each segment's own walk, then the walk
+# from each segment's start; the carry across segments between them stays Triton's) in CuTeDSL
+# (cute_states.py, Note [chunk_gla CuTe split walks]) where _cute_split_walks accepts the
+# inputs: for the forward's segment starts and the backward's split walks. Not yet run on a
+# GPU, so off until measured there; tests and benchmarks set _CUTE_SPLIT_WALKS to choose.
+_CUTE_SPLIT_WALKS = False
+
+
+def _cute_split_walks(a, b, N: int, nseg: int, out=None) -> bool:
+    """Whether the steps of a state walk split into ``nseg`` segments of each of ``N``
+    equal-length sequences run in CuTeDSL: ``a, b`` (k and v, or q and do) 16-bit CUDA tensors
+    of one dtype on Hopper with CuTeDSL installed, K = V of 64 or 128, T a multiple of 4 (the
+    TMA reads the log-decay's rows), both TMA-ready, 32-bit indices, the grid's second and
+    third sizes (H, and N * nseg for each of two walks) at most 65535, and the chunk states
+    ``out`` (when given) of their dtype."""
+    if not _CUTE_SPLIT_WALKS or not a.is_cuda:
+        return False
+    B, T, H, K = a.shape
+    if a.dtype not in (torch.bfloat16, torch.float16) or b.dtype != a.dtype:
+        return False
+    if K not in _CUTE_BWD_KS or b.shape != a.shape or (out is not None and out.dtype != a.dtype):
+        return False
+    if T % 4 or H > _MAX_GRID_YZ or 2 * N * nseg > _MAX_GRID_YZ or min(B, T, H) == 0:
+        return False
+    if max(a.numel(), B * cdiv(T, _BT) * H * K * K, B * H * 2 * T) >= 2**31:
+        return False
+    return _tma_ready(a) and _tma_ready(b) and _cute_available(a.device.index)
+
+
 def _cute_walk_split(device, ctas: int) -> bool:
     """Whether the CuTeDSL walk of ``ctas`` CTAs runs as three warpgroups (a state's and two
     outputs', cute.py's _WalkWS): where every CTA has a multiprocessor of its own. Where more

@@ -14,7 +14,19 @@ contract is config.py's ``_cute_states`` beside ``_cute_bwd_plan``: no packed se
 of 64 or 128, 16-bit inputs the TMA can read, T a multiple of 4 (the TMA reads the
 log-decay's rows of T float32 values, whose stride must be a multiple of 16 bytes), and heads
 and sequences that fit the grid.
-triton.py's ``chunk_gla_bwd`` chooses it where a walk is not split into segments.
+triton.py's ``chunk_gla_bwd`` chooses it where a walk is not split into segments. Split walks
+run the same kernel in two steps where ``config._cute_split_walks`` accepts them (off by
+default: Note [chunk_gla CuTe split walks]).
+
+Note [chunk_gla CuTe split walks]: a walk split into segments (``config._walk_segments``, and
+the forward's segment starts, triton.py's ``_segment_starts``) runs as Triton's does (walks.py,
+STEP 1 and STEP 2). First each segment is walked from a zero state (``own``): no chunk state is
+stored, only what is left at the segment's end (its start, in reverse) and the sum of its
+chunks' G_L, which the carry across segments (Triton's ``_gla_seg_carry_kernel`` or
+``_gla_bwd_seg_carry_kernel``, unchanged) composes into the state at each segment's start.
+Then each segment is walked again from there, its chunk states stored as a whole walk stores
+them. The kernel is the whole walk's, given the segments' length and count (``_bounds``) and,
+for the first step, without its stores of 16-bit states.
 
 Note [chunk_gla CuTe state walk]: the walk is a chain, one chunk after another, so what counts
 is how long each step waits. Each step's chain holds only what depends on the state: its
@@ -105,14 +117,19 @@ def _weigh_b(
 
 class _States:
     """The walks for one (dtype, K, walks, flags): see the module docstring. ``reverse``: per
-    walk of the launch, whether it is the reverse one; ``use_s0`` and ``store_end`` per walk."""
+    walk of the launch, whether it is the reverse one; ``use_s0`` and ``store_end`` per walk;
+    ``own`` per walk: the first step of a walk split into segments (Note [chunk_gla CuTe split
+    walks]), which stores no chunk state but each segment's total log-decay."""
 
-    def __init__(self, dtype, K: int, reverse: tuple, use_s0: tuple, store_end: tuple) -> None:
+    def __init__(
+        self, dtype, K: int, reverse: tuple, use_s0: tuple, store_end: tuple, own: tuple
+    ) -> None:
         self.dtype = dtype
         self.K = K
         self.reverse = reverse
         self.use_s0 = use_s0
         self.store_end = store_end
+        self.own = own
         self.bk = min(K, _BK)  # state rows per CTA
         self.nk = K // self.bk
         self.hbuf = _HBUF[self.bk]
@@ -142,11 +159,13 @@ class _States:
         mS00: cute.Tensor,  # [B * nseg, H, K, V] float32 (unused without use_s0)
         mOut0: cute.Tensor,  # [B * NT, H, K, V] 16-bit
         mEnd0: cute.Tensor,  # [B * nseg, H, K, V] float32 (unused without store_end)
+        mSeg0: cute.Tensor,  # [B * nseg, H] float32, segments' log-decays (unused but own)
         mA1: cute.Tensor,  # the second walk's, as the first's (unused with one walk)
         mB1: cute.Tensor,
         mS01: cute.Tensor,
         mOut1: cute.Tensor,
         mEnd1: cute.Tensor,
+        mSeg1: cute.Tensor,
         mGc: cute.Tensor,  # [B, H, 2, T] float32, T a multiple of 4
         scale: Float32,
         cps: Int32,
@@ -183,8 +202,8 @@ class _States:
             h: cute.struct.Align[cute.struct.MemRange[dt, cute.cosize(sh)], 1024]
 
         self.kernel(
-            tma_a0, ga0, tma_b0, gb0, tma_o0, go0, mS00, mEnd0,
-            tma_a1, ga1, tma_b1, gb1, tma_o1, go1, mS01, mEnd1,
+            tma_a0, ga0, tma_b0, gb0, tma_o0, go0, mS00, mEnd0, mSeg0,
+            tma_a1, ga1, tma_b1, gb1, tma_o1, go1, mS01, mEnd1, mSeg1,
             tma_g, gg, mGc, scale, cps, nseg, sa, sb, sbd, sh, sg, Shared, stage_bytes,
         ).launch(
             grid=(cute.ceil_div(V, BV) * self.nk, H, B * nseg * len(self.reverse)),
@@ -204,6 +223,7 @@ class _States:
         go0: cute.Tensor,
         mS00: cute.Tensor,
         mEnd0: cute.Tensor,
+        mSeg0: cute.Tensor,
         tma_a1: cute.CopyAtom,
         ga1: cute.Tensor,
         tma_b1: cute.CopyAtom,
@@ -212,6 +232,7 @@ class _States:
         go1: cute.Tensor,
         mS01: cute.Tensor,
         mEnd1: cute.Tensor,
+        mSeg1: cute.Tensor,
         tma_g: cute.CopyAtom,
         gg: cute.Tensor,
         mGc: cute.Tensor,
@@ -234,30 +255,33 @@ class _States:
         layouts = (sa_l, sb_l, sbd_l, sh_l, sg_l)
         if const_expr(len(self.reverse) == 1):
             self._walk(
-                tma_a0, ga0, tma_b0, gb0, tma_o0, go0, mS00, mEnd0, *g, i_z, st, *layouts,
-                stage_bytes, 0,
+                tma_a0, ga0, tma_b0, gb0, tma_o0, go0, mS00, mEnd0, mSeg0, *g, i_z, st,
+                *layouts, stage_bytes, 0,
             )  # fmt: skip
         else:
             # A branch on the block index: every thread of the CTA takes the same one.
             if i_z < rows:
                 self._walk(
-                    tma_a0, ga0, tma_b0, gb0, tma_o0, go0, mS00, mEnd0, *g, i_z, st, *layouts,
-                    stage_bytes, 0,
+                    tma_a0, ga0, tma_b0, gb0, tma_o0, go0, mS00, mEnd0, mSeg0, *g, i_z, st,
+                    *layouts, stage_bytes, 0,
                 )  # fmt: skip
             else:
                 self._walk(
-                    tma_a1, ga1, tma_b1, gb1, tma_o1, go1, mS01, mEnd1, *g, i_z - rows, st,
-                    *layouts, stage_bytes, 1,
+                    tma_a1, ga1, tma_b1, gb1, tma_o1, go1, mS01, mEnd1, mSeg1, *g, i_z - rows,
+                    st, *layouts, stage_bytes, 1,
                 )  # fmt: skip
 
     @cute.jit
     def _walk(
-        self, tma_a, ga, tma_b, gb, tma_o, go, mS0, mEnd, tma_g, gg, mGc, scale, cps, nseg, i_z,
-        st, sa_l, sb_l, sbd_l, sh_l, sg_l, stage_bytes: cutlass.Constexpr, w: cutlass.Constexpr,
+        self, tma_a, ga, tma_b, gb, tma_o, go, mS0, mEnd, mSeg, tma_g, gg, mGc, scale, cps, nseg,
+        i_z, st, sa_l, sb_l, sbd_l, sh_l, sg_l, stage_bytes: cutlass.Constexpr,
+        w: cutlass.Constexpr,
     ):  # fmt: skip
-        """Walk ``w`` of the launch for CTA row ``i_z`` (Note [chunk_gla CuTe state walk])."""
+        """Walk ``w`` of the launch for CTA row ``i_z`` (Note [chunk_gla CuTe state walk]; with
+        ``own``, Note [chunk_gla CuTe split walks])."""
         bk = self.bk
         reverse = self.reverse[w]
+        own = self.own[w]
         tid, _, _ = cute.arch.thread_idx()
         i_x, i_h, _ = cute.arch.block_idx()
         i_v = i_x // self.nk
@@ -287,8 +311,9 @@ class _States:
             cpasync.prefetch_descriptor(tma_a)
             cpasync.prefetch_descriptor(tma_b)
             cpasync.prefetch_descriptor(tma_g)
-        if warp == _STORE_WARP:
-            cpasync.prefetch_descriptor(tma_o)
+        if const_expr(not own):
+            if warp == _STORE_WARP:
+                cpasync.prefetch_descriptor(tma_o)
 
         gA = cute.local_tile(ga[None, None, i_h, i_b], (BT, bk), (None, i_k))  # (BT, bk, chunks)
         gB = cute.local_tile(gb[None, None, i_h, i_b], (BV, BT), (i_v, None))  # (BV, BT, chunks)
@@ -320,29 +345,34 @@ class _States:
 
         if nc > 0:
             # The start state's 16-bit copy, and the first chunk's weighted b.
-            hb.store(acc_h.load().to(self.dtype))
-            cute.autovec_copy(hb, t_kv.partition_C(sHmn[None, None, 0]))
+            if const_expr(not own):
+                hb.store(acc_h.load().to(self.dtype))
+                cute.autovec_copy(hb, t_kv.partition_C(sHmn[None, None, 0]))
             cute.arch.mbarrier_wait(bars, 0)
             t0 = bos + self._chunk(c_lo, c_hi, 0, w) * BT
             _weigh_b(zB, zBd, sG, 0, 0, tid, t0, eos, scale, reverse, self.dtype)
 
+        # The segment's total log-decay (own: the carry across segments reads it).
+        gsum = Float32(0.0)
         for m in cutlass.range(0, nc, unroll=1):
             s = m % _STAGES
             c = self._chunk(c_lo, c_hi, m, w)
-            if warp == _STORE_WARP:
-                # The store of chunk m + 1 - hbuf is done reading the tile that chunk m + 1's
-                # state is written to below.
-                cute.arch.cp_async_bulk_wait_group(self.hbuf - 2, read=True)
+            if const_expr(not own):
+                if warp == _STORE_WARP:
+                    # The store of chunk m + 1 - hbuf is done reading the tile that chunk
+                    # m + 1's state is written to below.
+                    cute.arch.cp_async_bulk_wait_group(self.hbuf - 2, read=True)
             cute.arch.fence_proxy("async.shared", space="cta")
             cute.arch.sync_threads()
-            if warp == _STORE_WARP:
-                htile = cute.local_tile(go[None, None, i_h, slot0 + c], (BV, bk), (None, i_k))
-                hs, hg = cpasync.tma_partition(
-                    tma_o, 0, cute.make_layout(1), cute.group_modes(sH, 0, 2),
-                    cute.group_modes(htile, 0, 2),
-                )  # fmt: skip
-                cute.copy(tma_o, hs[None, m % self.hbuf], hg[None, i_v])
-                cute.arch.cp_async_bulk_commit_group()
+            if const_expr(not own):
+                if warp == _STORE_WARP:
+                    htile = cute.local_tile(go[None, None, i_h, slot0 + c], (BV, bk), (None, i_k))
+                    hs, hg = cpasync.tma_partition(
+                        tma_o, 0, cute.make_layout(1), cute.group_modes(sH, 0, 2),
+                        cute.group_modes(htile, 0, 2),
+                    )  # fmt: skip
+                    cute.copy(tma_o, hs[None, m % self.hbuf], hg[None, i_v])
+                    cute.arch.cp_async_bulk_commit_group()
             if warp == 0:
                 # Chunk m - 1's product is done (every thread waited for it before the
                 # barrier), and its weights were read a chunk before: its stage loads
@@ -352,7 +382,9 @@ class _States:
                                 stage_bytes)  # fmt: skip
 
             last = cutlass.min(BT, eos - (bos + c * BT)) - 1
-            egl = cute.math.exp2(sG[last, 0, s] * _LOG2E, fastmath=True)
+            gl = sG[last, 0, s]
+            gsum = gsum + gl
+            egl = cute.math.exp2(gl * _LOG2E, fastmath=True)
             for i in cutlass.range_constexpr(cute.size(acc_h)):
                 acc_h[i] = acc_h[i] * egl
             warpgroup.fence()
@@ -367,14 +399,20 @@ class _States:
                 _weigh_b(zB, zBd, sG, s1, (m + 1) % _BD, tid, t1, eos, scale, reverse, self.dtype)
 
             warpgroup.wait_group(0)
-            if m + 1 < nc:
-                hb.store(acc_h.load().to(self.dtype))
-                cute.autovec_copy(hb, t_kv.partition_C(sHmn[None, None, (m + 1) % self.hbuf]))
+            if const_expr(not own):
+                if m + 1 < nc:
+                    hb.store(acc_h.load().to(self.dtype))
+                    tile = sHmn[None, None, (m + 1) % self.hbuf]
+                    cute.autovec_copy(hb, t_kv.partition_C(tile))
 
-        if warp == _STORE_WARP:
-            cute.arch.cp_async_bulk_wait_group(0, read=True)
+        if const_expr(not own):
+            if warp == _STORE_WARP:
+                cute.arch.cp_async_bulk_wait_group(0, read=True)
         if const_expr(self.store_end[w]):
             _end_state(acc_h, cH, mEnd, i_state, i_h, i_k * bk, i_v * BV)
+        if const_expr(own):
+            if i_x == 0 and tid == 0:
+                mSeg[i_state, i_h] = gsum
 
     @cute.jit
     def _chunk(self, c_lo, c_hi, m, w: cutlass.Constexpr):
@@ -397,17 +435,43 @@ class _States:
 
 
 def _build(key):
-    dtype, K, reverse, use_s0, store_end = key
+    dtype, K, reverse, use_s0, store_end, own = key
     x = TensorArg(dtype, (None, None, None, K), compact=False, align=16)
     y = TensorArg(dtype, (None, None, None, None), compact=False, align=16)
     s = TensorArg(torch.float32, (None, None, K, None), compact=True)
     out = TensorArg(dtype, (None, None, K, None), compact=True, align=16)
+    seg = TensorArg(torch.float32, (None, None), compact=True)
     gc = TensorArg(torch.float32, (None, None, 2, None), compact=True)
-    fn = _States(_cute_dtype(dtype), K, reverse, use_s0, store_end)
-    return fn, (x, y, s, out, s, x, y, s, out, s, gc), (Float32(1.0), Int32(1), Int32(1)), False
+    fn = _States(_cute_dtype(dtype), K, reverse, use_s0, store_end, own)
+    walk = (x, y, s, out, s, seg)
+    return fn, (*walk, *walk, gc), (Float32(1.0), Int32(1), Int32(1)), False
 
 
 _STATES = CompileCache("chunk_gla_state_walks", _build)
+
+
+def _launch(gc, given, scale, cps, nseg, own):
+    """One launch of the walks ``given``: (reverse, (a, b, s0, out, s_end, gseg)) each, any of
+    s0, out, s_end and gseg None where the walk has none."""
+    a = given[0][1][0]
+    K = a.shape[3]
+    dummy = a.new_empty((1, 1, K, 1), dtype=torch.float32)
+    args, rev, use_s0, store_end = [], [], [], []
+    for is_rev, (x, y, s0, out, s_end, gseg) in given:
+        if out is None:
+            # Never written: a tile the store's TMA descriptor can describe.
+            out = a.new_empty((1, 1, K, BV))
+        if gseg is None:
+            gseg = a.new_empty((1, 1), dtype=torch.float32)
+        args += [x, y, dummy if s0 is None else s0, out, dummy if s_end is None else s_end, gseg]
+        rev.append(is_rev)
+        use_s0.append(s0 is not None)
+        store_end.append(s_end is not None)
+    if len(rev) == 1:
+        # Never read: descriptors of the first walk's tensors stand in for the second's.
+        args += args
+    key = (a.dtype, K, tuple(rev), tuple(use_s0), tuple(store_end), (own,) * len(rev))
+    _STATES.get(key)(*args, gc, scale, cps, nseg)
 
 
 def walks(gc, forward=None, reverse=None, scale: float = 1.0) -> None:
@@ -420,22 +484,30 @@ def walks(gc, forward=None, reverse=None, scale: float = 1.0) -> None:
     takes), K = V of 64 or 128; ``gc: [B, H, 2, T]`` float32 with T a
     multiple of 4; ``h0, ht, dht, dh0: [B, H, K, V]`` float32 and ``h, dh: [B * NT, H, K, V]``
     of q's dtype (``NT`` chunks of 64 tokens), all contiguous but the inputs."""
-    given = [x for x in (forward, reverse) if x is not None]
-    a = given[0][0]
-    T, K = a.shape[1], a.shape[3]
-    dummy = a.new_empty((1, 1, K, 1), dtype=torch.float32)
-    args, rev, use_s0, store_end = [], [], [], []
-    for is_rev, walk in ((False, forward), (True, reverse)):
-        if walk is None:
+    given = [(r, (*w, None)) for r, w in ((False, forward), (True, reverse)) if w is not None]
+    T = given[0][1][0].shape[1]
+    _launch(gc, given, scale, -(-T // BT), 1, False)
+
+
+def split_walks(gc, forward=None, reverse=None, scale: float = 1.0, *, segments, own) -> None:
+    """The state walks split into ``segments`` (chunks per segment, segments per sequence),
+    one or both side by side in one launch: the two steps around the carry across segments
+    (triton.py's ``_launch_walk``, Note [chunk_gla CuTe split walks]). With ``own`` (the first
+    step) each walk is ``(a, b, end, gseg)``: each segment walked from a zero state, what is
+    left at its end (forward) or start (reverse) into ``end`` (``[B * nseg, H, K, V]``
+    float32) and its total log-decay into ``gseg`` (``[B * nseg, H]`` float32). Without (the
+    second step) each is ``(a, b, start, out)``: each segment walked from ``start`` (the
+    carry's, ``[B * nseg, H, K, V]`` float32), the chunk states (gradients) into ``out``, as
+    ``walks`` stores them. ``a, b`` as for ``walks`` (k and v forward, q and do reverse)."""
+    given = []
+    for is_rev, w in ((False, forward), (True, reverse)):
+        if w is None:
             continue
-        x, y, s0, out, s_end = walk
-        args += [x, y, dummy if s0 is None else s0, out, dummy if s_end is None else s_end]
-        rev.append(is_rev)
-        use_s0.append(s0 is not None)
-        store_end.append(s_end is not None)
-    if len(rev) == 1:
-        # Never read: descriptors of the first walk's tensors stand in for the second's.
-        args += args
-    key = (a.dtype, K, tuple(rev), tuple(use_s0), tuple(store_end))
-    fn = _STATES.get(key)
-    fn(*args, gc, scale, -(-T // BT), 1)
+        x, y, first, second = w
+        given.append(
+            (
+                is_rev,
+                (x, y, None, None, first, second) if own else (x, y, first, second, None, None),
+            )
+        )
+    _launch(gc, given, scale, segments[0], segments[1], own)

@@ -63,7 +63,16 @@ def _launch_walk(like, a, b, gc, s0, out, s_end, cu, scale, N, NT, BT, cfg, mode
         grid = (N * H * nseg * tiles,)
         head = (a, b, gc, out, own, gseg, start) + ((float(scale),) if reverse else ())
         args = (*head, T, H, NT, cps, nseg, *st)
-        launchable(kernel, like)[grid](*args, **kw, STEP=1)
+        # The two steps in CuTeDSL where they can run there (the carry stays).
+        in_cute = cu is None and config._cute_split_walks(a, b, N, nseg, out)
+        which, wscale = ("reverse", float(scale)) if reverse else ("forward", 1.0)
+        if in_cute:
+            from . import cute_states
+
+            walk = {which: (a, b, own, gseg)}
+            cute_states.split_walks(gc, **walk, scale=wscale, segments=segments, own=True)
+        else:
+            launchable(kernel, like)[grid](*args, **kw, STEP=1)
         rows, per, blocks = config._carry_blocks(nseg, K * V)
         launchable(_gla_seg_carry_kernel, like)[(N * H * blocks,)](
             s0, own, gseg, start, s_end, H, nseg, KV=K * V, BE=per, P=rows,
@@ -72,7 +81,11 @@ def _launch_walk(like, a, b, gc, s0, out, s_end, cu, scale, N, NT, BT, cfg, mode
         if out is None:
             # Only the states at the segments' starts were asked for.
             return start
-        launchable(kernel, like)[grid](*args, **kw, STEP=2)
+        if in_cute:
+            walk = {which: (a, b, start, out)}
+            cute_states.split_walks(gc, **walk, scale=wscale, segments=segments, own=False)
+        else:
+            launchable(kernel, like)[grid](*args, **kw, STEP=2)
     elif reverse:
         args = (a, b, gc, s0, out, s_end, cu, float(scale), T, H, NT, *st)
         flags = dict(USE_CU=cu is not None, USE_DHT=s0 is not None)
@@ -102,14 +115,29 @@ def _launch_walks_split(like, k, v, q, do, gc, h0, h, dht, dh, dh0, scale, N, NT
     walks = (k, v, q, do, gc, h, own[0], gseg[0], start[0], dh, own[1], gseg[1], start[1])
     args = (*walks, float(scale), T, H, NT, cps, nseg, np_ * nseg, *st)
     grid = (2 * np_ * nseg,)
-    launchable(_gla_bwd_states_seg_kernel, like)[grid](*args, **kw, STEP=1)
+    # The two steps in CuTeDSL where both walks can run there (the carry stays).
+    in_cute = config._cute_split_walks(k, v, N, nseg, h) and config._cute_split_walks(
+        q, do, N, nseg, dh
+    )
+    if in_cute:
+        from . import cute_states
+
+        split = dict(scale=float(scale), segments=segments)
+        cute_states.split_walks(
+            gc, (k, v, own[0], gseg[0]), (q, do, own[1], gseg[1]), **split, own=True
+        )
+    else:
+        launchable(_gla_bwd_states_seg_kernel, like)[grid](*args, **kw, STEP=1)
     rows, per, blocks = config._carry_blocks(nseg, K * V)
     launchable(_gla_bwd_seg_carry_kernel, like)[(2 * N * H * blocks,)](
         h0, own[0], gseg[0], start[0], dht, own[1], gseg[1], start[1], dh0, H, nseg,
         N * H * blocks, KV=K * V, BE=per, P=rows, USE_H0=h0 is not None,
         USE_DHT=dht is not None, num_warps=4,
     )  # fmt: skip
-    launchable(_gla_bwd_states_seg_kernel, like)[grid](*args, **kw, STEP=2)
+    if in_cute:
+        cute_states.split_walks(gc, (k, v, start[0], h), (q, do, start[1], dh), **split, own=False)
+    else:
+        launchable(_gla_bwd_states_seg_kernel, like)[grid](*args, **kw, STEP=2)
 
 
 def _packed(cu_seqlens, B, T, device):
