@@ -159,7 +159,7 @@ class _States:
         mS00: cute.Tensor,  # [B * nseg, H, K, V] float32 (unused without use_s0)
         mOut0: cute.Tensor,  # [B * NT, H, K, V] 16-bit
         mEnd0: cute.Tensor,  # [B * nseg, H, K, V] float32 (unused without store_end)
-        mSeg0: cute.Tensor,  # [B * nseg, H] float32, segments' log-decays (unused but own)
+        mSeg0: cute.Tensor,  # [B * nseg, H] float32, segments' log-decays (unused unless own)
         mA1: cute.Tensor,  # the second walk's, as the first's (unused with one walk)
         mB1: cute.Tensor,
         mS01: cute.Tensor,
