@@ -23,6 +23,22 @@ def hopper_with_cute():
     return None
 
 
+class FakeCuda:
+    """What a launch plan reads of a CUDA tensor (shape, dtype, strides, numel, a 16-byte
+    aligned address, the device) without a GPU: contract tests run on any machine."""
+
+    def __init__(self, *shape, dtype=torch.bfloat16):
+        self.t = torch.empty(shape, dtype=dtype, device="meta")
+        self.shape, self.dtype, self.is_cuda = self.t.shape, dtype, True
+        self.device = torch.device("cuda", 0)
+
+    def __getattr__(self, name):
+        return getattr(self.t, name)
+
+    def data_ptr(self):
+        return 1 << 20
+
+
 def rel_err(a, b):
     """The largest difference of a from b, relative to b's largest magnitude."""
     return ((a.float() - b.float()).abs().max() / b.float().abs().max().clamp_min(1e-6)).item()

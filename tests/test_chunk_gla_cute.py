@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 import torch
 import torch.nn.functional as F
-from chunk_gla_inputs import hopper_with_cute, rel_err
+from chunk_gla_inputs import FakeCuda, hopper_with_cute, rel_err
 from marks import first_by_default
 
 from attnops_kernels.chunk_gla import config as CF
@@ -74,31 +74,18 @@ def test_the_contract_refuses_grids_and_sizes_the_walk_cannot_launch(monkeypatch
     monkeypatch.setattr(CF, "_cute_available", lambda index: True)
     monkeypatch.setattr(CF, "_sm_count", lambda device: 132)  # an H200's
 
-    class Cuda:
-        # Shape, dtype, strides and a 16-byte aligned address: what the plan reads.
-        def __init__(self, *shape, dtype=torch.bfloat16):
-            self.t = torch.empty(shape, dtype=dtype, device="meta")
-            self.shape, self.dtype, self.is_cuda = self.t.shape, dtype, True
-            self.device = torch.device("cuda", 0)
-
-        def __getattr__(self, name):
-            return getattr(self.t, name)
-
-        def data_ptr(self):
-            return 1 << 20
-
     def plan(B, T, H, K, V, cu=False, sequences=None, dtype=torch.bfloat16, save=False):
-        q = Cuda(B, T, H, K, dtype=dtype)
-        return CF._cute_plan(q, q, Cuda(B, T, H, V, dtype=dtype), cu, save, sequences)
+        q = FakeCuda(B, T, H, K, dtype=dtype)
+        return CF._cute_plan(q, q, FakeCuda(B, T, H, V, dtype=dtype), cu, save, sequences)
 
     assert plan(2, 256, 4, 128, 128) is not None
     assert plan(0, 256, 4, 128, 128) is None and plan(2, 256, 0, 128, 128) is None  # empty
-    q, v = Cuda(2, 256, 4, 128), Cuda(2, 256, 4, 128)
+    q, v = FakeCuda(2, 256, 4, 128), FakeCuda(2, 256, 4, 128)
     assert CF._cute_plan(q, q, v, False, False) is not None
-    assert CF._cute_plan(q, Cuda(2, 256, 4, 128, dtype=torch.float16), v, False, False) is None
-    assert CF._cute_plan(q, q, Cuda(2, 256, 4, 128, dtype=torch.float16), False, False) is None
-    assert CF._cute_plan(q, Cuda(2, 255, 4, 128), v, False, False) is None  # k not q's shape
-    assert CF._cute_plan(q, q, Cuda(2, 256, 3, 128), False, False) is None  # v's heads
+    assert CF._cute_plan(q, FakeCuda(2, 256, 4, 128, dtype=torch.float16), v, False, False) is None
+    assert CF._cute_plan(q, q, FakeCuda(2, 256, 4, 128, dtype=torch.float16), False, False) is None
+    assert CF._cute_plan(q, FakeCuda(2, 255, 4, 128), v, False, False) is None  # k not q's shape
+    assert CF._cute_plan(q, q, FakeCuda(2, 256, 3, 128), False, False) is None  # v's heads
     assert plan(2, 256, 4, 128, 48) is None  # V below one 64-column box
     assert plan(2, 256, 4, 96, 128) is None  # K neither 64 nor 128
     assert plan(2, 256, 4, 128, 100) is None  # rows of V not 16-byte multiples

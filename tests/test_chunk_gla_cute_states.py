@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from chunk_gla_inputs import gradient_inputs, hopper_with_cute, rel_err
+from chunk_gla_inputs import FakeCuda, gradient_inputs, hopper_with_cute, rel_err
 from marks import first_by_default
 
 from attnops_kernels.chunk_gla import config as CF
@@ -38,29 +38,18 @@ def test_the_split_walks_contract(monkeypatch):
     monkeypatch.setattr(CF, "_CUTE_SPLIT_WALKS", True)
     monkeypatch.setattr(CF, "_cute_available", lambda index: True)
 
-    class Cuda:
-        # Shape, dtype, strides and a 16-byte aligned address: what the contract reads.
-        def __init__(self, *shape, dtype=torch.bfloat16):
-            self.t = torch.empty(shape, dtype=dtype, device="meta")
-            self.shape, self.dtype, self.is_cuda = self.t.shape, dtype, True
-            self.device = torch.device("cuda", 0)
-
-        def __getattr__(self, name):
-            return getattr(self.t, name)
-
-        def data_ptr(self):
-            return 1 << 20
-
     ok = CF._cute_split_walks
-    a = Cuda(1, 8192, 4, 128)
-    assert ok(a, a, 1, 16) and ok(a, a, 1, 16, Cuda(128, 4, 128, 128))
-    assert not ok(a, a, 1, 16, Cuda(128, 4, 128, 128, dtype=torch.float32))  # states' dtype
-    assert not ok(a, Cuda(1, 8192, 4, 128, dtype=torch.float16), 1, 16)
-    assert not ok(Cuda(1, 8192, 4, 96), Cuda(1, 8192, 4, 96), 1, 16)  # K
-    assert not ok(a, Cuda(1, 8192, 4, 64), 1, 16)  # V not K
-    assert not ok(Cuda(1, 8190, 4, 128), Cuda(1, 8190, 4, 128), 1, 16)  # T not a multiple of 4
+    a = FakeCuda(1, 8192, 4, 128)
+    assert ok(a, a, 1, 16) and ok(a, a, 1, 16, FakeCuda(128, 4, 128, 128))
+    assert not ok(a, a, 1, 16, FakeCuda(128, 4, 128, 128, dtype=torch.float32))  # states' dtype
+    assert not ok(a, FakeCuda(1, 8192, 4, 128, dtype=torch.float16), 1, 16)
+    assert not ok(FakeCuda(1, 8192, 4, 96), FakeCuda(1, 8192, 4, 96), 1, 16)  # K
+    assert not ok(a, FakeCuda(1, 8192, 4, 64), 1, 16)  # V not K
+    assert not ok(
+        FakeCuda(1, 8190, 4, 128), FakeCuda(1, 8190, 4, 128), 1, 16
+    )  # T not a multiple of 4
     assert not ok(a, a, 1, 32768)  # two walks of 32768 segments: 65536 grid rows
-    f32 = Cuda(1, 8192, 4, 128, dtype=torch.float32)
+    f32 = FakeCuda(1, 8192, 4, 128, dtype=torch.float32)
     assert not ok(f32, f32, 1, 16)
     monkeypatch.setattr(CF, "_CUTE_SPLIT_WALKS", False)
     assert not ok(a, a, 1, 16)
