@@ -1,16 +1,16 @@
 """chunk_gla's CuTeDSL walk against other copies of it: GPU time and outputs, side by side.
 
     PYTHONPATH=<site with attnops_kernels>:. python benchmarks/chunk_gla_cute_ab.py \\
-        [OTHER.py ...] [--knob NAME=VALUE ...] [--shapes "B,T,H,K;..."] [--rounds 3] [--h0] \\
+        [OTHER.py ...] [--knob "NAME=VALUE ..." ...] [--shapes "B,T,H,K;..."] [--rounds 3] [--h0] \\
         [--save-states]
 
 Each ``OTHER.py`` is another version of ``kernels/chunk_gla/cute.py`` (``git show
 REV:kernels/chunk_gla/cute.py > OTHER.py``; the same file gives an A/A run), loaded as a
 module of the package beside the checkout's, with its compiled kernels kept apart (its cache
-cleared: no disk cache). Each ``--knob NAME=VALUE`` is one more version: the checkout's, with
-``config.NAME`` set to VALUE (a Python literal) while it runs, e.g. ``--knob
-_SEG_START_SPLIT=2``. For each shape (K = V, bf16, ``g = logsigmoid(randn)``; by default the
-four of the suite), the whole forward as the operator runs it (``chunk_gla_fwd`` with the
+cleared: no disk cache). Each ``--knob "NAME=VALUE ..."`` is one more version: the checkout's,
+with each ``config.NAME`` set to its VALUE (a Python literal) while it runs, e.g. ``--knob
+_CUTE_SPLIT_WALKS=False`` or ``--knob "_CUTE_SPLIT_WALKS=True _CUTE_SPLIT_MIN_CHUNKS=0"``. For
+each shape (K = V, bf16, ``g = logsigmoid(randn)``; by default the four of the suite), the whole forward as the operator runs it (``chunk_gla_fwd`` with the
 shipped plan) with each version of the walk: GPU time by CUDA-graph replay (median of five
 replays a round), the versions interleaved round by round so that drift shows, and the largest
 difference of each version's output and final state from the checkout's, relative to its
@@ -59,15 +59,20 @@ def use(package, version, defaults) -> None:
         setattr(package.config, name, value)
 
 
-def knob(text: str) -> tuple[str, object]:
-    """``NAME=VALUE`` as (NAME, the literal VALUE)."""
-    name, sep, value = text.partition("=")
-    if not sep or not name.isidentifier():
-        raise argparse.ArgumentTypeError(f"expected NAME=VALUE, got {text!r}")
-    try:
-        return name, ast.literal_eval(value)
-    except (ValueError, SyntaxError) as exc:
-        raise argparse.ArgumentTypeError(f"{value!r} is not a Python literal") from exc
+def knob(text: str) -> tuple[str, dict[str, object]]:
+    """``NAME=VALUE[ NAME=VALUE ...]`` as (the text, {NAME: the literal VALUE})."""
+    knobs = {}
+    for item in text.split():
+        name, sep, value = item.partition("=")
+        if not sep or not name.isidentifier():
+            raise argparse.ArgumentTypeError(f"expected NAME=VALUE, got {item!r}")
+        try:
+            knobs[name] = ast.literal_eval(value)
+        except (ValueError, SyntaxError) as exc:
+            raise argparse.ArgumentTypeError(f"{value!r} is not a Python literal") from exc
+    if not knobs:
+        raise argparse.ArgumentTypeError("expected NAME=VALUE, got nothing")
+    return text, knobs
 
 
 def run_shape(shape, versions, defaults, package, args) -> None:
@@ -116,7 +121,9 @@ def run_shape(shape, versions, defaults, package, args) -> None:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("others", nargs="*", type=Path)
-    ap.add_argument("--knob", type=knob, action="append", default=[], help="NAME=VALUE")
+    ap.add_argument(
+        "--knob", type=knob, action="append", default=[], help="NAME=VALUE [NAME=VALUE ...]"
+    )
     ap.add_argument("--shapes", default=SHAPES, help="B,T,H,K;... (V = K)")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--h0", action="store_true", help="with an initial state")
@@ -129,11 +136,12 @@ def main() -> int:
 
     tree._WALK.clear()
     versions = [("checkout", tree, {})] + [(p.stem, load(p), {}) for p in args.others]
-    versions += [(f"{name}={value!r}", tree, {name: value}) for name, value in args.knob]
-    for name, _ in args.knob:
+    versions += [(text, tree, knobs) for text, knobs in args.knob]
+    names = {name for _, knobs in args.knob for name in knobs}
+    for name in sorted(names):
         if not hasattr(config, name):
             ap.error(f"config has no {name}")
-    defaults = {name: getattr(config, name) for name, _ in args.knob}
+    defaults = {name: getattr(config, name) for name in names}
     for shape in args.shapes.split(";"):
         run_shape(shape, versions, defaults, package, args)
     return 0

@@ -24,8 +24,11 @@ whatever ``config._cute_bwd_walks`` would choose: where its threshold should lie
 state walks are Triton's against the one whose whole walks are CuTeDSL's (cute_states.py,
 where ``config._cute_states`` allows them; split walks stay Triton's either way), with the
 states saved and recomputed. ``--split-walks`` instead times, the same way, the two steps of
-the split state walks in Triton against CuTeDSL (``config._CUTE_SPLIT_WALKS``): the backward,
-and the forward whose segments' start states they give.
+the split state walks in Triton against CuTeDSL (``config._CUTE_SPLIT_WALKS``, with
+``config._CUTE_SPLIT_MIN_CHUNKS`` at 0 so that every split walk can go to CuTeDSL: where that
+threshold should lie): the backward, and the forward whose segments' start states they give.
+
+``--shapes "B,T,H,K;..."`` (V = K) replaces the four shapes.
 
 Before timing, each shape's gradients of the two backwards are compared (``BAD`` where one
 differs from the other by more than 2e-2 of its largest value, or is not finite); exit 1 on any.
@@ -137,6 +140,8 @@ def state_walks(replays, knob="_CUTE_STATES"):
     # The backward (and with _CUTE_SPLIT_WALKS the forward too, whose segment starts it
     # changes) with ``knob`` off, then on.
     switch(True)
+    if knob == "_CUTE_SPLIT_WALKS":
+        CF._CUTE_SPLIT_MIN_CHUNKS = 0
     rows, bad = [], 0
     for B, T, H, K in SHAPES:
         q, k, v, g, do = inputs(B, T, H, K)
@@ -181,7 +186,10 @@ def main():
     ap.add_argument("--walk-sweep", action="store_true", help="see the module docstring")
     ap.add_argument("--state-walks", action="store_true", help="see the module docstring")
     ap.add_argument("--split-walks", action="store_true", help="see the module docstring")
+    ap.add_argument("--shapes", help="B,T,H,K;... (V = K), instead of the four shapes")
     args = ap.parse_args()
+    if args.shapes:
+        SHAPES[:] = [tuple(int(x) for x in s.split(",")) for s in args.shapes.split(";")]
     if args.split_walks:
         state_walks(args.replays, "_CUTE_SPLIT_WALKS")
         return

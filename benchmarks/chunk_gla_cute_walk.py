@@ -12,8 +12,7 @@ shipped walk is of three, config._cute_walk_split), with the other split ("other
 segments where the plan walks whole sequences, whole sequences where it splits them), the
 Triton plans forced, and fla-core's
 ``chunk_simple_gla`` autotuned in this process; markdown to stdout. ``--quick`` leaves out the
-other split and the longest shape; ``--start-split R`` runs with ``config._SEG_START_SPLIT = R``
-(the start states of split walks from a walk of segments R times finer). Exit 1 on any BAD.
+other split and the longest shape. Exit 1 on any BAD.
 """
 
 from __future__ import annotations
@@ -142,15 +141,7 @@ def main() -> int:
         action="store_true",
         help="without the other split and the longest shape",
     )
-    ap.add_argument(
-        "--start-split",
-        type=int,
-        default=CF._SEG_START_SPLIT,
-        help="config._SEG_START_SPLIT for the run: the segments' start states from a walk of "
-        "segments this many times finer",
-    )
     args = ap.parse_args()
-    CF._SEG_START_SPLIT = args.start_split
     bad = 0 if args.no_checks else sum(not check(c) for c in CHECKS)
     if args.checks_only:
         return 1 if bad else 0

@@ -116,16 +116,19 @@ def grads_keys():
 def states_keys():
     import torch
 
-    # (dtype, K, reverse per walk, use_s0 per walk, store_end per walk, own per walk), as the
-    # backward launches them: both walks, the reverse alone (states saved), the forward alone
-    # (K = 64); then the two steps of walks split into segments (both walks, the forward alone).
-    yield (torch.bfloat16, 128, (False, True), (True, True), (False, True), (False, False))
-    yield (torch.bfloat16, 64, (False, True), (False, False), (False, True), (False, False))
-    yield (torch.bfloat16, 128, (True,), (False,), (True,), (False,))
-    yield (torch.float16, 64, (False,), (True,), (False,), (False,))
-    yield (torch.bfloat16, 128, (False, True), (False, False), (True, True), (True, True))
-    yield (torch.bfloat16, 128, (False, True), (True, True), (False, False), (False, False))
-    yield (torch.float16, 64, (False,), (False,), (True,), (True,))
+    # (dtype, K, reverse per walk, use_s0 per walk, store_end per walk, own per walk, state
+    # rows per CTA), as the backward launches them: both walks, the reverse alone (states
+    # saved), the forward alone (K = 64); then the two steps of walks split into segments (both
+    # walks, the forward alone), the first also with 128 rows per CTA.
+    yield (torch.bfloat16, 128, (False, True), (True, True), (False, True), (False, False), 64)
+    yield (torch.bfloat16, 64, (False, True), (False, False), (False, True), (False, False), 64)
+    yield (torch.bfloat16, 128, (True,), (False,), (True,), (False,), 64)
+    yield (torch.float16, 64, (False,), (True,), (False,), (False,), 64)
+    yield (torch.bfloat16, 128, (False, True), (False, False), (True, True), (True, True), 64)
+    yield (torch.bfloat16, 128, (False, True), (False, False), (True, True), (True, True), 128)
+    yield (torch.bfloat16, 128, (False,), (False,), (True,), (True,), 128)
+    yield (torch.bfloat16, 128, (False, True), (True, True), (False, False), (False, False), 64)
+    yield (torch.float16, 64, (False,), (False,), (True,), (True,), 64)
 
 
 def main() -> int:

@@ -36,23 +36,29 @@ def test_the_state_walks_contract(monkeypatch):
 def test_the_split_walks_contract(monkeypatch):
     # Past the availability check (faked: this runs on any machine), each limit alone.
     monkeypatch.setattr(CF, "_CUTE_SPLIT_WALKS", True)
+    monkeypatch.setattr(CF, "_CUTE_SPLIT_MIN_CHUNKS", 16)
+    monkeypatch.setattr(CF, "_CUTE_SPLIT_MIN_CHUNKS_BOTH", 64)
     monkeypatch.setattr(CF, "_cute_available", lambda index: True)
 
     ok = CF._cute_split_walks
     a = FakeCuda(1, 8192, 4, 128)
-    assert ok(a, a, 1, 16) and ok(a, a, 1, 16, FakeCuda(128, 4, 128, 128))
-    assert not ok(a, a, 1, 16, FakeCuda(128, 4, 128, 128, dtype=torch.float32))  # states' dtype
-    assert not ok(a, FakeCuda(1, 8192, 4, 128, dtype=torch.float16), 1, 16)
-    assert not ok(FakeCuda(1, 8192, 4, 96), FakeCuda(1, 8192, 4, 96), 1, 16)  # K
-    assert not ok(a, FakeCuda(1, 8192, 4, 64), 1, 16)  # V not K
+    seg = (16, 8)
+    assert ok(a, a, 1, seg) and ok(a, a, 1, seg, FakeCuda(128, 4, 128, 128))
+    # Segments' length: 16 chunks or more for a walk alone, 64 for the two side by side.
+    assert not ok(a, a, 1, (15, 9))
+    assert not ok(a, a, 1, (32, 4), both=True) and ok(a, a, 1, (64, 2), both=True)
+    assert not ok(a, a, 1, seg, FakeCuda(128, 4, 128, 128, dtype=torch.float32))  # states' dtype
+    assert not ok(a, FakeCuda(1, 8192, 4, 128, dtype=torch.float16), 1, seg)
+    assert not ok(FakeCuda(1, 8192, 4, 96), FakeCuda(1, 8192, 4, 96), 1, seg)  # K
+    assert not ok(a, FakeCuda(1, 8192, 4, 64), 1, seg)  # V not K
     assert not ok(
-        FakeCuda(1, 8190, 4, 128), FakeCuda(1, 8190, 4, 128), 1, 16
+        FakeCuda(1, 8190, 4, 128), FakeCuda(1, 8190, 4, 128), 1, seg
     )  # T not a multiple of 4
-    assert not ok(a, a, 1, 32768)  # two walks of 32768 segments: 65536 grid rows
+    assert not ok(a, a, 1, (16, 32768))  # two walks of 32768 segments: 65536 grid rows
     f32 = FakeCuda(1, 8192, 4, 128, dtype=torch.float32)
-    assert not ok(f32, f32, 1, 16)
+    assert not ok(f32, f32, 1, seg)
     monkeypatch.setattr(CF, "_CUTE_SPLIT_WALKS", False)
-    assert not ok(a, a, 1, 16)
+    assert not ok(a, a, 1, seg)
 
 
 def _inputs(B, T, H, K, dtype, gen, strided, decay):
@@ -198,6 +204,9 @@ def test_cute_split_walks_match_the_triton_split_walks(monkeypatch, B, T, H, K, 
         return (o, ht, *grads)
 
     monkeypatch.setattr(CF, "_CUTE_SPLIT_WALKS", True)
+    # Segments of any length (these are short, to stay quick).
+    monkeypatch.setattr(CF, "_CUTE_SPLIT_MIN_CHUNKS", 0)
+    monkeypatch.setattr(CF, "_CUTE_SPLIT_MIN_CHUNKS_BOTH", 0)
     ours = both()
     # The forward's segment starts (own walk only), then the backward's walks.
     bwd = (

@@ -138,28 +138,6 @@ _BWD_SEG_MAX_PROGRAMS_RECOMPUTING = 32
 _CARRY_ELEMENTS = 8192
 
 
-# The states at the segments' starts of a forward in one walk (triton._segment_starts, for the
-# Triton walk and the CuTeDSL one) come from each segment's own walk and the carry across
-# segments: two of the three launches of a split walk. That own walk is one chain per
-# (sequence, segment, head, state tile) over the segment's chunks, so with few chains (B1
-# T32768 H16: 256 of 128 chunks each) most of the GPU idles while they step. It can run on
-# segments _SEG_START_SPLIT times finer (the largest divisor of the plan's chunks per segment
-# up to it), as many times more chains each as many times shorter, the carry then over the
-# finer segments and every _SEG_START_SPLIT-th start taken. 1: the plan's segments, as
-# measured in docs/performance.md; larger values are tested for their results on any machine
-# and not yet timed on a GPU.
-_SEG_START_SPLIT = 1
-
-
-def _start_segments(cps: int, chunks: int) -> tuple[int, int, int]:
-    """(chunks per segment, segments, r) of the walk that gives the start states of segments of
-    ``cps`` chunks over ``chunks`` chunks: segments r times finer, r the largest divisor of cps
-    up to ``_SEG_START_SPLIT``, so that every r-th finer segment starts one of the plan's."""
-    r = max(d for d in range(1, max(1, _SEG_START_SPLIT) + 1) if cps % d == 0)
-    fine = cps // r
-    return fine, cdiv(chunks, fine), r
-
-
 def _carry_blocks(nseg: int, elements: int) -> tuple[int, int, int]:
     """(rows, elements per block, blocks) of the carry over ``nseg`` segments of states of
     ``elements`` elements: rows a power of two above ``nseg`` (the identity and each segment)."""
@@ -317,19 +295,36 @@ def _cute_states(B, T, H):
 # The two steps of a state walk split into segments (each segment's own walk, then the walk
 # from each segment's start; the carry across segments between them stays Triton's) in CuTeDSL
 # (cute_states.py, Note [chunk_gla CuTe split walks]) where _cute_split_walks accepts the
-# inputs: for the forward's segment starts and the backward's split walks. Not yet run on a
-# GPU, so off until measured there; tests and benchmarks set _CUTE_SPLIT_WALKS to choose.
-_CUTE_SPLIT_WALKS = False
+# inputs: for the forward's segment starts and the backward's split walks, under the switch of
+# the CuTeDSL walk. On the H200 a walk alone gained 1-10% from segments of 16 chunks on (more
+# the longer the segments) and lost 2% at 8; the backward's two walks side by side in one
+# launch (states recomputed) lost 4% at 16, tied at 32 and gained 4-10% from 64 on
+# (docs/performance.md, "chunk_gla: the CuTeDSL state walks"). Tests and benchmarks set these
+# to choose.
+_CUTE_SPLIT_WALKS = _CUTE_WALK
+_CUTE_SPLIT_MIN_CHUNKS = 16
+_CUTE_SPLIT_MIN_CHUNKS_BOTH = 64
+# The rows of K that each CTA of the forward's segment-start walk (its first step alone) holds:
+# all 128 (half the CTAs, one to a multiprocessor) measured 1.2-1.8% faster forwards than 64 at
+# B1 T16384 H8, T32768 H3, T32768 H16 and T65536 H4, and 1.1% slower at B1 T131072 H8; in
+# the backward's first steps it changed nothing beyond 1% but at B1 T131072 H8 (-1.6% with
+# the states saved, +2.2% recomputing), so they keep 64 (docs/performance.md, "chunk_gla:
+# the CuTeDSL state walks").
+_CUTE_START_ROWS = 128
 
 
-def _cute_split_walks(a, b, N: int, nseg: int, out=None) -> bool:
-    """Whether the steps of a state walk split into ``nseg`` segments of each of ``N``
-    equal-length sequences run in CuTeDSL: ``a, b`` (k and v, or q and do) 16-bit CUDA tensors
+def _cute_split_walks(a, b, N: int, segments: tuple[int, int], out=None, both=False) -> bool:
+    """Whether the steps of a state walk split into ``segments`` (chunks per segment, segments)
+    of each of ``N`` equal-length sequences run in CuTeDSL: segments of at least
+    ``_CUTE_SPLIT_MIN_CHUNKS`` chunks (``_CUTE_SPLIT_MIN_CHUNKS_BOTH`` where ``both`` walks of
+    the backward run side by side), ``a, b`` (k and v, or q and do) 16-bit CUDA tensors
     of one dtype on Hopper with CuTeDSL installed, K = V of 64 or 128, T a multiple of 4 (the
     TMA reads the log-decay's rows), both TMA-ready, 32-bit indices, the grid's second and
     third sizes (H, and N * nseg for each of two walks) at most 65535, and the chunk states
     ``out`` (when given) of their dtype."""
-    if not _CUTE_SPLIT_WALKS or not a.is_cuda:
+    cps, nseg = segments
+    least = _CUTE_SPLIT_MIN_CHUNKS_BOTH if both else _CUTE_SPLIT_MIN_CHUNKS
+    if not _CUTE_SPLIT_WALKS or not a.is_cuda or cps < least:
         return False
     B, T, H, K = a.shape
     if a.dtype not in (torch.bfloat16, torch.float16) or b.dtype != a.dtype:

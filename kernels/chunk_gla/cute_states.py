@@ -15,8 +15,8 @@ of 64 or 128, 16-bit inputs the TMA can read, T a multiple of 4 (the TMA reads t
 log-decay's rows of T float32 values, whose stride must be a multiple of 16 bytes), and heads
 and sequences that fit the grid.
 triton.py's ``chunk_gla_bwd`` chooses it where a walk is not split into segments. Split walks
-run the same kernel in two steps where ``config._cute_split_walks`` accepts them (off by
-default: Note [chunk_gla CuTe split walks]).
+run the same kernel in two steps where ``config._cute_split_walks`` accepts them (segments long
+enough: Note [chunk_gla CuTe split walks]).
 
 Note [chunk_gla CuTe split walks]: a walk split into segments (``config._walk_segments``, and
 the forward's segment starts, triton.py's ``_segment_starts``) runs as Triton's does (walks.py,
@@ -67,6 +67,7 @@ from cutlass.cute.nvgpu import cpasync, warpgroup
 from cutlass.tensor_utils.layout import LayoutEnum
 
 from .._cute import CompileCache, TensorArg
+from . import config
 from .cute import (
     _bounds,
     _cute_dtype,
@@ -122,7 +123,7 @@ class _States:
     walks]), which stores no chunk state but each segment's total log-decay."""
 
     def __init__(
-        self, dtype, K: int, reverse: tuple, use_s0: tuple, store_end: tuple, own: tuple
+        self, dtype, K: int, reverse: tuple, use_s0: tuple, store_end: tuple, own: tuple, bk: int
     ) -> None:
         self.dtype = dtype
         self.K = K
@@ -130,9 +131,10 @@ class _States:
         self.use_s0 = use_s0
         self.store_end = store_end
         self.own = own
-        self.bk = min(K, _BK)  # state rows per CTA
+        self.bk = bk  # state rows per CTA
         self.nk = K // self.bk
-        self.hbuf = _HBUF[self.bk]
+        # The first step of a split walk stores no state: one tile for the descriptor.
+        self.hbuf = 1 if all(own) else _HBUF[self.bk]
 
     def _layouts(self):
         bk, dt = self.bk, self.dtype
@@ -435,14 +437,14 @@ class _States:
 
 
 def _build(key):
-    dtype, K, reverse, use_s0, store_end, own = key
+    dtype, K, reverse, use_s0, store_end, own, bk = key
     x = TensorArg(dtype, (None, None, None, K), compact=False, align=16)
     y = TensorArg(dtype, (None, None, None, None), compact=False, align=16)
     s = TensorArg(torch.float32, (None, None, K, None), compact=True)
     out = TensorArg(dtype, (None, None, K, None), compact=True, align=16)
     seg = TensorArg(torch.float32, (None, None), compact=True)
     gc = TensorArg(torch.float32, (None, None, 2, None), compact=True)
-    fn = _States(_cute_dtype(dtype), K, reverse, use_s0, store_end, own)
+    fn = _States(_cute_dtype(dtype), K, reverse, use_s0, store_end, own, bk)
     walk = (x, y, s, out, s, seg)
     return fn, (*walk, *walk, gc), (Float32(1.0), Int32(1), Int32(1)), False
 
@@ -470,7 +472,10 @@ def _launch(gc, given, scale, cps, nseg, own):
     if len(rev) == 1:
         # Never read: descriptors of the first walk's tensors stand in for the second's.
         args += args
-    key = (a.dtype, K, tuple(rev), tuple(use_s0), tuple(store_end), (own,) * len(rev))
+    # State rows per CTA: the forward's segment starts alone may take all K (config.py says
+    # where that measured faster).
+    bk = min(K, config._CUTE_START_ROWS if own and rev == [False] else _BK)
+    key = (a.dtype, K, tuple(rev), tuple(use_s0), tuple(store_end), (own,) * len(rev), bk)
     _STATES.get(key)(*args, gc, scale, cps, nseg)
 
 

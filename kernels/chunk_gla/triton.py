@@ -64,7 +64,7 @@ def _launch_walk(like, a, b, gc, s0, out, s_end, cu, scale, N, NT, BT, cfg, mode
         head = (a, b, gc, out, own, gseg, start) + ((float(scale),) if reverse else ())
         args = (*head, T, H, NT, cps, nseg, *st)
         # The two steps in CuTeDSL where they can run there (the carry stays).
-        in_cute = cu is None and config._cute_split_walks(a, b, N, nseg, out)
+        in_cute = cu is None and config._cute_split_walks(a, b, N, segments, out)
         which, wscale = ("reverse", float(scale)) if reverse else ("forward", 1.0)
         if in_cute:
             from . import cute_states
@@ -116,8 +116,9 @@ def _launch_walks_split(like, k, v, q, do, gc, h0, h, dht, dh, dh0, scale, N, NT
     args = (*walks, float(scale), T, H, NT, cps, nseg, np_ * nseg, *st)
     grid = (2 * np_ * nseg,)
     # The two steps in CuTeDSL where both walks can run there (the carry stays).
-    in_cute = config._cute_split_walks(k, v, N, nseg, h) and config._cute_split_walks(
-        q, do, N, nseg, dh
+    both = dict(both=True)
+    in_cute = config._cute_split_walks(k, v, N, segments, h, **both) and config._cute_split_walks(
+        q, do, N, segments, dh, **both
     )
     if in_cute:
         from . import cute_states
@@ -379,21 +380,11 @@ def chunk_gla_fwd(
 def _segment_starts(o, k, v, gc, h0, ht, N, NT, mode, segments):
     """The state at each segment's start (``[N * segments, H, K, V]`` float32), from each
     segment's own walk over ``gc``, and the final states into ``ht`` unless it is None: what a
-    forward in one walk split into segments starts each segment from. The own walk may run on
-    finer segments (``config._start_segments``), every r-th of whose starts is then taken."""
+    forward in one walk split into segments starts each segment from."""
     state_cfg = config._fwd_config(k.shape[-1], v.shape[-1], k.dtype)[1]
-    cps, nseg = segments
-    fine, nfine, r = config._start_segments(cps, NT)
-    start = _launch_walk(
-        o, k, v, gc, h0, None, ht, None, None, N, NT, config._BT, state_cfg, mode, (fine, nfine)
+    return _launch_walk(
+        o, k, v, gc, h0, None, ht, None, None, N, NT, config._BT, state_cfg, mode, segments
     )
-    if r == 1:
-        return start
-    # Segment i of the plan starts at chunk i * cps = (i * r) * fine: finer segment i * r's
-    # start (cdiv(cdiv(NT, fine), r) == cdiv(NT, cps) == nseg of them), copied compact (the
-    # walks index it so; with one sequence the reshape alone would keep it strided).
-    H, K, V = start.shape[1:]
-    return start.view(N, nfine, H, K, V)[:, ::r].reshape(N * nseg, H, K, V).contiguous()
 
 
 def _cute_fwd(q, k, v, g, o, h, h0, ht, cu, scale, N, NT, NS, mode, plan):
