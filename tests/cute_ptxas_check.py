@@ -117,18 +117,19 @@ def states_keys():
     import torch
 
     # (dtype, K, reverse per walk, use_s0 per walk, store_end per walk, own per walk, state
-    # rows per CTA), as the backward launches them: both walks, the reverse alone (states
-    # saved), the forward alone (K = 64); then the two steps of walks split into segments (both
-    # walks, the forward alone), the first also with 128 rows per CTA.
-    yield (torch.bfloat16, 128, (False, True), (True, True), (False, True), (False, False), 64)
-    yield (torch.bfloat16, 64, (False, True), (False, False), (False, True), (False, False), 64)
-    yield (torch.bfloat16, 128, (True,), (False,), (True,), (False,), 64)
-    yield (torch.float16, 64, (False,), (True,), (False,), (False,), 64)
-    yield (torch.bfloat16, 128, (False, True), (False, False), (True, True), (True, True), 64)
-    yield (torch.bfloat16, 128, (False, True), (False, False), (True, True), (True, True), 128)
-    yield (torch.bfloat16, 128, (False,), (False,), (True,), (True,), 128)
-    yield (torch.bfloat16, 128, (False, True), (True, True), (False, False), (False, False), 64)
-    yield (torch.float16, 64, (False,), (False,), (True,), (True,), 64)
+    # rows and columns per CTA), as the backward launches them: both walks, the reverse alone
+    # (states saved), the forward alone (K = 64); then the two steps of walks split into
+    # segments (both walks, the forward alone), the first step of the forward alone also with
+    # all rows, and all rows and columns (the forward's segment starts).
+    yield (torch.bfloat16, 128, (False, True), (True, True), (False, True), (False, False), 64, 64)
+    yield (torch.bfloat16, 64, (False, True), (False, False), (False, True), (False, False), 64, 64)
+    yield (torch.bfloat16, 128, (True,), (False,), (True,), (False,), 64, 64)
+    yield (torch.float16, 64, (False,), (True,), (False,), (False,), 64, 64)
+    yield (torch.bfloat16, 128, (False, True), (False, False), (True, True), (True, True), 64, 64)
+    yield (torch.bfloat16, 128, (False,), (False,), (True,), (True,), 128, 64)
+    yield (torch.bfloat16, 128, (False,), (False,), (True,), (True,), 128, 128)
+    yield (torch.bfloat16, 128, (False, True), (True, True), (False, False), (False, False), 64, 64)
+    yield (torch.float16, 64, (False,), (False,), (True,), (True,), 64, 64)
 
 
 def main() -> int:

@@ -169,17 +169,21 @@ def test_the_backward_takes_cute_state_walks_where_they_are_whole(
 
 @pytest.mark.skipif(_SKIP is not None, reason=_SKIP or "")
 @pytest.mark.parametrize(
-    ("B", "T", "H", "K", "dtype", "save"),
+    ("B", "T", "H", "K", "dtype", "save", "start_tile"),
     first_by_default(
         [
-            # 63 chunks in 7 segments of 9 (forward) and 8 of 8 (backward), a partial last chunk.
-            (1, 4000, 2, 128, torch.bfloat16, False),
-            (1, 4000, 2, 128, torch.bfloat16, True),
-            (2, 1000, 1, 64, torch.float16, False),
+            # 63 chunks in 7 segments of 9 (forward) and 8 of 8 (backward), a partial last chunk;
+            # the forward's start walk with CTAs of (rows, columns) of the state.
+            (1, 4000, 2, 128, torch.bfloat16, False, (128, 128)),
+            (1, 4000, 2, 128, torch.bfloat16, True, (128, 64)),
+            (1, 4000, 2, 128, torch.bfloat16, False, (64, 64)),
+            (2, 1000, 1, 64, torch.float16, False, (128, 128)),
         ]
     ),
 )
-def test_cute_split_walks_match_the_triton_split_walks(monkeypatch, B, T, H, K, dtype, save):
+def test_cute_split_walks_match_the_triton_split_walks(
+    monkeypatch, B, T, H, K, dtype, save, start_tile
+):
     # The forward's segment starts and the backward's split walks, with their two steps in
     # CuTeDSL against Triton's: the same outputs, final states and gradients, and each step
     # taken by the walks expected.
@@ -188,9 +192,9 @@ def test_cute_split_walks_match_the_triton_split_walks(monkeypatch, B, T, H, K, 
     calls = []
     split_walks = cute_states.split_walks
 
-    def spy(gc, forward=None, reverse=None, scale=1.0, *, segments, own):
+    def spy(gc, forward=None, reverse=None, scale=1.0, *, segments, own, tile=None):
         calls.append((own, forward is not None, reverse is not None))
-        split_walks(gc, forward, reverse, scale, segments=segments, own=own)
+        split_walks(gc, forward, reverse, scale, segments=segments, own=own, tile=tile)
 
     monkeypatch.setattr(cute_states, "split_walks", spy)
     gen = torch.Generator().manual_seed(T + K)
@@ -207,6 +211,7 @@ def test_cute_split_walks_match_the_triton_split_walks(monkeypatch, B, T, H, K, 
     # Segments of any length (these are short, to stay quick).
     monkeypatch.setattr(CF, "_CUTE_SPLIT_MIN_CHUNKS", 0)
     monkeypatch.setattr(CF, "_CUTE_SPLIT_MIN_CHUNKS_BOTH", 0)
+    monkeypatch.setattr(CF, "_CUTE_START_TILE", start_tile)
     ours = both()
     # The forward's segment starts (own walk only), then the backward's walks.
     bwd = (

@@ -97,6 +97,49 @@ def test_one_walk_matches_the_output_pass_and_the_reference(
     assert_matches_reference(q, k, v, g, init, o2, ht2)
 
 
+def test_start_segments_divide_the_plans_segments(monkeypatch):
+    # The finer walk's segments, and r: the largest divisor of the plan's chunks per segment up
+    # to _SEG_START_SPLIT, so that every r-th finer segment starts one of the plan's.
+    monkeypatch.setattr(CF, "_SEG_START_SPLIT", 2)
+    monkeypatch.setattr(CF, "_SEG_START_MIN_CHUNKS", 64)
+    assert CF._start_segments(128, 512) == (64, 8, 2)
+    assert CF._start_segments(256, 2048) == (128, 16, 2)
+    assert CF._start_segments(64, 1024) == (64, 16, 1)  # finer segments would be too short
+    assert CF._start_segments(126, 512) == (126, 5, 1)  # 63 chunks each: too short
+    monkeypatch.setattr(CF, "_SEG_START_MIN_CHUNKS", 1)
+    monkeypatch.setattr(CF, "_SEG_START_SPLIT", 4)
+    assert CF._start_segments(6, 11) == (2, 6, 3)
+    assert CF._start_segments(8, 128) == (2, 64, 4)
+    assert CF._start_segments(7, 20) == (7, 3, 1)  # a prime: no finer split
+    monkeypatch.setattr(CF, "_SEG_START_SPLIT", 0)
+    assert CF._start_segments(6, 11) == (6, 2, 1)
+    monkeypatch.setattr(CF, "_SEG_START_SPLIT", 1)
+    assert CF._start_segments(6, 11) == (6, 2, 1)
+
+
+@pytest.mark.parametrize(("split", "B"), [(2, 1), (3, 2)])
+def test_segment_starts_from_finer_segments(monkeypatch, split, B):
+    # The states at the segments' starts from a walk of finer segments: the same outputs and
+    # final states as from the plan's own segments (11 chunks in 2 segments of 6 and 5; finer
+    # segments of 3 or 2 chunks, the last ones partial), and the finer walk is the one that ran.
+    T, H, K, V = 700, 2, 16, 32
+    q, k, v, g, init = _inputs(B, T, H, K, V, torch.float32, True)
+    _force(monkeypatch, T, K, torch.float32, 2, [])
+    monkeypatch.setattr(CF, "_SEG_START_SPLIT", 1)
+    o1, _, ht1 = C.chunk_gla_fwd(q, k, v, g, None, init, None, True, save_states=False)
+    monkeypatch.setattr(CF, "_SEG_START_SPLIT", split)
+    monkeypatch.setattr(CF, "_SEG_START_MIN_CHUNKS", 1)
+    walked = []
+    launch_walk = C._launch_walk
+    monkeypatch.setattr(C, "_launch_walk", lambda *a: walked.append(a[14:]) or launch_walk(*a))
+    o2, _, ht2 = C.chunk_gla_fwd(q, k, v, g, None, init, None, True, save_states=False)
+    # The finer segments, and the CuTeDSL first step's tile for them.
+    assert walked == [((6 // split, -(-11 // (6 // split))), CF._CUTE_START_TILE_FINER)]
+    torch.testing.assert_close(ht2, ht1, atol=2e-5, rtol=2e-5)
+    torch.testing.assert_close(o2, o1, atol=2e-5, rtol=2e-5)
+    assert_matches_reference(q, k, v, g, init, o2, ht2)
+
+
 def test_one_walk_gradients_through_the_public_op(monkeypatch):
     # Through the generated operator, the forward in one walk with segments, then the backward
     # (which recomputes the states): the gradients match float64 autograd of the reference.

@@ -138,6 +138,33 @@ _BWD_SEG_MAX_PROGRAMS_RECOMPUTING = 32
 _CARRY_ELEMENTS = 8192
 
 
+# The states at the segments' starts of a forward in one walk (triton._segment_starts, for the
+# Triton walk and the CuTeDSL one) come from each segment's own walk and the carry across
+# segments: two of the three launches of a split walk. That own walk is one chain per
+# (sequence, segment, head, state tile) over the segment's chunks, so it takes as long as its
+# longest chain. It runs on segments _SEG_START_SPLIT times finer (the largest divisor of the
+# plan's chunks per segment up to it that leaves at least _SEG_START_MIN_CHUNKS chunks), as
+# many times more chains each as many times shorter, the carry then over the finer segments
+# and every r-th start taken; in CuTeDSL each CTA of that finer walk then holds the whole
+# state (_CUTE_START_TILE_FINER), so that the CTAs stay as many. On the H200 that took B1
+# T32768 H16's forward from 292.9 to 286.2 us and B1 T131072 H8's from 578.2 to 547.0, and
+# made those with shorter segments 4-12% slower (docs/performance.md, "chunk_gla: the CuTeDSL
+# walk", *How sequences are split*).
+_SEG_START_SPLIT = 2
+_SEG_START_MIN_CHUNKS = 64
+
+
+def _start_segments(cps: int, chunks: int) -> tuple[int, int, int]:
+    """(chunks per segment, segments, r) of the walk that gives the start states of segments of
+    ``cps`` chunks over ``chunks`` chunks: segments r times finer, r the largest divisor of cps
+    up to ``_SEG_START_SPLIT`` that leaves ``_SEG_START_MIN_CHUNKS`` chunks or more (else 1), so
+    that every r-th finer segment starts one of the plan's."""
+    finer = range(2, max(1, _SEG_START_SPLIT) + 1)
+    r = max([1] + [d for d in finer if cps % d == 0 and cps // d >= _SEG_START_MIN_CHUNKS])
+    fine = cps // r
+    return fine, cdiv(chunks, fine), r
+
+
 def _carry_blocks(nseg: int, elements: int) -> tuple[int, int, int]:
     """(rows, elements per block, blocks) of the carry over ``nseg`` segments of states of
     ``elements`` elements: rows a power of two above ``nseg`` (the identity and each segment)."""
@@ -304,13 +331,16 @@ def _cute_states(B, T, H):
 _CUTE_SPLIT_WALKS = _CUTE_WALK
 _CUTE_SPLIT_MIN_CHUNKS = 16
 _CUTE_SPLIT_MIN_CHUNKS_BOTH = 64
-# The rows of K that each CTA of the forward's segment-start walk (its first step alone) holds:
-# all 128 (half the CTAs, one to a multiprocessor) measured 1.2-1.8% faster forwards than 64 at
-# B1 T16384 H8, T32768 H3, T32768 H16 and T65536 H4, and 1.1% slower at B1 T131072 H8; in
-# the backward's first steps it changed nothing beyond 1% but at B1 T131072 H8 (-1.6% with
-# the states saved, +2.2% recomputing), so they keep 64 (docs/performance.md, "chunk_gla:
+# The (rows of K, columns of V) of the state that each CTA of the forward's segment-start walk
+# (its first step alone) holds: all 128 rows (half the CTAs, one to a multiprocessor) measured
+# 1.2-1.8% faster forwards than 64 at B1 T16384 H8, T32768 H3, T32768 H16 and T65536 H4, and
+# 1.1% slower at B1 T131072 H8; in the backward's first steps it changed nothing beyond 1% but
+# at B1 T131072 H8 (-1.6% with the states saved, +2.2% recomputing), so they keep 64. The whole
+# state per CTA alone (a quarter of the CTAs) was 10-15% slower; with the finer segments of
+# _SEG_START_SPLIT, as many CTAs again, it is what runs there (docs/performance.md, "chunk_gla:
 # the CuTeDSL state walks").
-_CUTE_START_ROWS = 128
+_CUTE_START_TILE = (128, 64)
+_CUTE_START_TILE_FINER = (128, 128)
 
 
 def _cute_split_walks(a, b, N: int, segments: tuple[int, int], out=None, both=False) -> bool:

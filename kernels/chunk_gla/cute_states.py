@@ -79,7 +79,7 @@ from .cute import (
 )
 
 BT = 64  # tokens per chunk
-BV = 64  # V columns per CTA
+BV = 64  # V columns per CTA (but the forward's segment starts: config._CUTE_START_TILE)
 _THREADS = 128  # one warpgroup
 _STAGES = 4  # tiles of a and b
 _BD = 2  # weighted b tiles
@@ -91,7 +91,18 @@ _LOG2E = math.log2(math.e)
 
 @cute.jit
 def _weigh_b(
-    zB, zBd, sG, s, d, tid, t0, eos, scale, reverse: cutlass.Constexpr, dtype: cutlass.Constexpr
+    zB,
+    zBd,
+    sG,
+    s,
+    d,
+    tid,
+    t0,
+    eos,
+    scale,
+    reverse: cutlass.Constexpr,
+    dtype: cutlass.Constexpr,
+    bv: cutlass.Constexpr,
 ):
     """bd = b * w from stage s of b into bd tile d, 8 columns (16 bytes, which the 128-byte
     swizzle keeps together) at a time, by thread ``tid`` of the warpgroup, with each token's
@@ -100,9 +111,9 @@ def _weigh_b(
     last = cutlass.min(BT, eos - t0) - 1
     gl = sG[last, 0, s]
     cl = sG[last, 1, s]
-    for i in cutlass.range_constexpr(BT * BV // 8 // _THREADS):
+    for i in cutlass.range_constexpr(BT * bv // 8 // _THREADS):
         e = tid + i * _THREADS
-        row = e // (BV // 8)
+        row = e // (bv // 8)
         g = sG[row, 0, s]
         wt = Float32(0.0)
         if const_expr(reverse):
@@ -112,8 +123,8 @@ def _weigh_b(
             wt = cutlass.select_(
                 row <= last, cute.math.exp2(span * _LOG2E, fastmath=True), Float32(0.0)
             )
-        x = zB[None, (e % (BV // 8), row, s)].load().to(Float32)
-        zBd[None, (e % (BV // 8), row, d)].store((x * wt).to(dtype))
+        x = zB[None, (e % (bv // 8), row, s)].load().to(Float32)
+        zBd[None, (e % (bv // 8), row, d)].store((x * wt).to(dtype))
 
 
 class _States:
@@ -123,7 +134,15 @@ class _States:
     walks]), which stores no chunk state but each segment's total log-decay."""
 
     def __init__(
-        self, dtype, K: int, reverse: tuple, use_s0: tuple, store_end: tuple, own: tuple, bk: int
+        self,
+        dtype,
+        K: int,
+        reverse: tuple,
+        use_s0: tuple,
+        store_end: tuple,
+        own: tuple,
+        bk: int,
+        bv: int,
     ) -> None:
         self.dtype = dtype
         self.K = K
@@ -132,12 +151,13 @@ class _States:
         self.store_end = store_end
         self.own = own
         self.bk = bk  # state rows per CTA
+        self.bv = bv  # state columns per CTA
         self.nk = K // self.bk
         # The first step of a split walk stores no state: one tile for the descriptor.
         self.hbuf = 1 if all(own) else _HBUF[self.bk]
 
     def _layouts(self):
-        bk, dt = self.bk, self.dtype
+        bk, BV, dt = self.bk, self.bv, self.dtype
         row, col = LayoutEnum.ROW_MAJOR, LayoutEnum.COL_MAJOR
         # a: (tokens, rows), read transposed as the M-major A operand of a^T bd. b and bd: (V,
         # tokens), the N-major B operand. The 16-bit state: (V, rows), as the TMA stores it.
@@ -151,7 +171,7 @@ class _States:
 
     def _mma(self):
         dt, MN = self.dtype, warpgroup.OperandMajorMode.MN
-        return sm90_utils.make_trivial_tiled_mma(dt, dt, MN, MN, Float32, (1, 1, 1), (BT, BV))
+        return sm90_utils.make_trivial_tiled_mma(dt, dt, MN, MN, Float32, (1, 1, 1), (BT, self.bv))
 
     @cute.jit
     def __call__(
@@ -174,7 +194,7 @@ class _States:
         nseg: Int32,
         stream: cuda.CUstream,
     ):
-        bk = self.bk
+        bk, BV = self.bk, self.bv
         B, T, H, V = mB0.shape
         sa, sb, sbd, sh, sg = self._layouts()
         store = cpasync.CopyBulkTensorTileS2GOp()
@@ -281,7 +301,7 @@ class _States:
     ):  # fmt: skip
         """Walk ``w`` of the launch for CTA row ``i_z`` (Note [chunk_gla CuTe state walk]; with
         ``own``, Note [chunk_gla CuTe split walks])."""
-        bk = self.bk
+        bk, BV = self.bk, self.bv
         reverse = self.reverse[w]
         own = self.own[w]
         tid, _, _ = cute.arch.thread_idx()
@@ -352,7 +372,7 @@ class _States:
                 cute.autovec_copy(hb, t_kv.partition_C(sHmn[None, None, 0]))
             cute.arch.mbarrier_wait(bars, 0)
             t0 = bos + self._chunk(c_lo, c_hi, 0, w) * BT
-            _weigh_b(zB, zBd, sG, 0, 0, tid, t0, eos, scale, reverse, self.dtype)
+            _weigh_b(zB, zBd, sG, 0, 0, tid, t0, eos, scale, reverse, self.dtype, BV)
 
         # The segment's total log-decay (own: the carry across segments reads it).
         gsum = Float32(0.0)
@@ -398,7 +418,8 @@ class _States:
                 s1 = (m + 1) % _STAGES
                 cute.arch.mbarrier_wait(bars + s1, ((m + 1) // _STAGES) % 2)
                 t1 = bos + self._chunk(c_lo, c_hi, m + 1, w) * BT
-                _weigh_b(zB, zBd, sG, s1, (m + 1) % _BD, tid, t1, eos, scale, reverse, self.dtype)
+                d1 = (m + 1) % _BD
+                _weigh_b(zB, zBd, sG, s1, d1, tid, t1, eos, scale, reverse, self.dtype, BV)
 
             warpgroup.wait_group(0)
             if const_expr(not own):
@@ -437,14 +458,14 @@ class _States:
 
 
 def _build(key):
-    dtype, K, reverse, use_s0, store_end, own, bk = key
+    dtype, K, reverse, use_s0, store_end, own, bk, bv = key
     x = TensorArg(dtype, (None, None, None, K), compact=False, align=16)
     y = TensorArg(dtype, (None, None, None, None), compact=False, align=16)
     s = TensorArg(torch.float32, (None, None, K, None), compact=True)
     out = TensorArg(dtype, (None, None, K, None), compact=True, align=16)
     seg = TensorArg(torch.float32, (None, None), compact=True)
     gc = TensorArg(torch.float32, (None, None, 2, None), compact=True)
-    fn = _States(_cute_dtype(dtype), K, reverse, use_s0, store_end, own, bk)
+    fn = _States(_cute_dtype(dtype), K, reverse, use_s0, store_end, own, bk, bv)
     walk = (x, y, s, out, s, seg)
     return fn, (*walk, *walk, gc), (Float32(1.0), Int32(1), Int32(1)), False
 
@@ -452,17 +473,23 @@ def _build(key):
 _STATES = CompileCache("chunk_gla_state_walks", _build)
 
 
-def _launch(gc, given, scale, cps, nseg, own):
+def _launch(gc, given, scale, cps, nseg, own, tile=None):
     """One launch of the walks ``given``: (reverse, (a, b, s0, out, s_end, gseg)) each, any of
-    s0, out, s_end and gseg None where the walk has none."""
+    s0, out, s_end and gseg None where the walk has none; ``tile``: the (rows, columns) of the
+    state per CTA of the forward's first step alone (default ``config._CUTE_START_TILE``)."""
     a = given[0][1][0]
     K = a.shape[3]
+    # The state tile of each CTA: the forward's segment starts alone may take more of it
+    # (config.py says where that measured faster).
+    start = own and [is_rev for is_rev, _ in given] == [False]
+    bk, bv = (tile or config._CUTE_START_TILE) if start else (_BK, BV)
+    bk, bv = min(K, bk), min(K, bv)
     dummy = a.new_empty((1, 1, K, 1), dtype=torch.float32)
     args, rev, use_s0, store_end = [], [], [], []
     for is_rev, (x, y, s0, out, s_end, gseg) in given:
         if out is None:
             # Never written: a tile the store's TMA descriptor can describe.
-            out = a.new_empty((1, 1, K, BV))
+            out = a.new_empty((1, 1, K, bv))
         if gseg is None:
             gseg = a.new_empty((1, 1), dtype=torch.float32)
         args += [x, y, dummy if s0 is None else s0, out, dummy if s_end is None else s_end, gseg]
@@ -472,10 +499,7 @@ def _launch(gc, given, scale, cps, nseg, own):
     if len(rev) == 1:
         # Never read: descriptors of the first walk's tensors stand in for the second's.
         args += args
-    # State rows per CTA: the forward's segment starts alone may take all K (config.py says
-    # where that measured faster).
-    bk = min(K, config._CUTE_START_ROWS if own and rev == [False] else _BK)
-    key = (a.dtype, K, tuple(rev), tuple(use_s0), tuple(store_end), (own,) * len(rev), bk)
+    key = (a.dtype, K, tuple(rev), tuple(use_s0), tuple(store_end), (own,) * len(rev), bk, bv)
     _STATES.get(key)(*args, gc, scale, cps, nseg)
 
 
@@ -494,7 +518,9 @@ def walks(gc, forward=None, reverse=None, scale: float = 1.0) -> None:
     _launch(gc, given, scale, -(-T // BT), 1, False)
 
 
-def split_walks(gc, forward=None, reverse=None, scale: float = 1.0, *, segments, own) -> None:
+def split_walks(
+    gc, forward=None, reverse=None, scale: float = 1.0, *, segments, own, tile=None
+) -> None:
     """The state walks split into ``segments`` (chunks per segment, segments per sequence),
     one or both side by side in one launch: the two steps around the carry across segments
     (triton.py's ``_launch_walk``, Note [chunk_gla CuTe split walks]). With ``own`` (the first
@@ -503,7 +529,8 @@ def split_walks(gc, forward=None, reverse=None, scale: float = 1.0, *, segments,
     float32) and its total log-decay into ``gseg`` (``[B * nseg, H]`` float32). Without (the
     second step) each is ``(a, b, start, out)``: each segment walked from ``start`` (the
     carry's, ``[B * nseg, H, K, V]`` float32), the chunk states (gradients) into ``out``, as
-    ``walks`` stores them. ``a, b`` as for ``walks`` (k and v forward, q and do reverse)."""
+    ``walks`` stores them. ``a, b`` as for ``walks`` (k and v forward, q and do reverse).
+    ``tile``: see ``_launch``."""
     given = []
     for is_rev, w in ((False, forward), (True, reverse)):
         if w is None:
@@ -515,4 +542,4 @@ def split_walks(gc, forward=None, reverse=None, scale: float = 1.0, *, segments,
                 (x, y, None, None, first, second) if own else (x, y, first, second, None, None),
             )
         )
-    _launch(gc, given, scale, segments[0], segments[1], own)
+    _launch(gc, given, scale, segments[0], segments[1], own, tile)

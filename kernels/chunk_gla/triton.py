@@ -37,7 +37,9 @@ def _launch_g(like, g, gc, cu, flag, N, NT, NS, BT):
     launchable(_gla_fwd_g_kernel, like)[grid](g, gc, cu, flag, T, H, N, NT, g.stride(), **kw)
 
 
-def _launch_walk(like, a, b, gc, s0, out, s_end, cu, scale, N, NT, BT, cfg, mode, segments):
+def _launch_walk(
+    like, a, b, gc, s0, out, s_end, cu, scale, N, NT, BT, cfg, mode, segments, tile=None
+):
     """A state walk (walks.py): forward (``a, b = k, v``; ``scale`` None) writing the state at the
     start of each chunk into ``out`` from the initial states ``s0`` and the final states into
     ``s_end`` unless it is None; or reverse (``a, b = q, do``) writing the gradient of the state
@@ -46,7 +48,8 @@ def _launch_walk(like, a, b, gc, s0, out, s_end, cu, scale, N, NT, BT, cfg, mode
     or None); ``segments``: (chunks per segment, segments) from ``config._walk_segments``. With
     one segment, one program per (sequence, head, state tile) walks the whole sequence; with
     several, three launches: each segment's own part, what is carried across segments, then
-    each segment again from its start."""
+    each segment again from its start. ``tile``: the CuTeDSL first step's state tile per CTA
+    where it walks forward alone (``cute_states._launch``)."""
     _, T, H, K = a.shape
     V = b.shape[-1]
     hk, hv, hw, hs = cfg
@@ -70,7 +73,8 @@ def _launch_walk(like, a, b, gc, s0, out, s_end, cu, scale, N, NT, BT, cfg, mode
             from . import cute_states
 
             walk = {which: (a, b, own, gseg)}
-            cute_states.split_walks(gc, **walk, scale=wscale, segments=segments, own=True)
+            split = dict(scale=wscale, segments=segments)
+            cute_states.split_walks(gc, **walk, **split, own=True, tile=tile)
         else:
             launchable(kernel, like)[grid](*args, **kw, STEP=1)
         rows, per, blocks = config._carry_blocks(nseg, K * V)
@@ -380,11 +384,23 @@ def chunk_gla_fwd(
 def _segment_starts(o, k, v, gc, h0, ht, N, NT, mode, segments):
     """The state at each segment's start (``[N * segments, H, K, V]`` float32), from each
     segment's own walk over ``gc``, and the final states into ``ht`` unless it is None: what a
-    forward in one walk split into segments starts each segment from."""
+    forward in one walk split into segments starts each segment from. The own walk may run on
+    finer segments (``config._start_segments``), every r-th of whose starts is then taken."""
     state_cfg = config._fwd_config(k.shape[-1], v.shape[-1], k.dtype)[1]
-    return _launch_walk(
-        o, k, v, gc, h0, None, ht, None, None, N, NT, config._BT, state_cfg, mode, segments
-    )
+    cps, nseg = segments
+    fine, nfine, r = config._start_segments(cps, NT)
+    tile = config._CUTE_START_TILE_FINER if r > 1 else None
+    start = _launch_walk(
+        o, k, v, gc, h0, None, ht, None, None, N, NT, config._BT, state_cfg, mode, (fine, nfine),
+        tile,
+    )  # fmt: skip
+    if r == 1:
+        return start
+    # Segment i of the plan starts at chunk i * cps = (i * r) * fine: finer segment i * r's
+    # start (cdiv(cdiv(NT, fine), r) == cdiv(NT, cps) == nseg of them), copied compact (the
+    # walks index it so; with one sequence the reshape alone would keep it strided).
+    H, K, V = start.shape[1:]
+    return start.view(N, nfine, H, K, V)[:, ::r].reshape(N * nseg, H, K, V).contiguous()
 
 
 def _cute_fwd(q, k, v, g, o, h, h0, ht, cu, scale, N, NT, NS, mode, plan):
