@@ -226,3 +226,37 @@ def test_cute_split_walks_match_the_triton_split_walks(
     for name, a, b in zip(names, ours, theirs, strict=True):
         assert torch.isfinite(a).all(), name
         assert rel_err(a, b) < 1e-2, (name, rel_err(a, b))
+
+
+@pytest.mark.skipif(_SKIP is not None, reason=_SKIP or "")
+@pytest.mark.parametrize(("B", "h0"), [(1, True), (2, False)])
+def test_cute_start_walk_on_finer_segments(monkeypatch, B, h0):
+    # The forward's segment starts from a CuTeDSL walk of finer segments whose CTAs hold the
+    # whole state (63 chunks in 7 segments of 9, walked as 21 of 3, every third start taken):
+    # the same output and final states as with the Triton start walk on the plan's segments.
+    from attnops_kernels.chunk_gla import cute_states
+
+    tiles = []
+    split_walks = cute_states.split_walks
+
+    def spy(gc, forward=None, reverse=None, scale=1.0, *, segments, own, tile=None):
+        tiles.append((segments, own, tile))
+        split_walks(gc, forward, reverse, scale, segments=segments, own=own, tile=tile)
+
+    monkeypatch.setattr(cute_states, "split_walks", spy)
+    gen = torch.Generator().manual_seed(7 + B)
+    q, k, v, g, _ = _inputs(B, 4000, 2, 128, torch.bfloat16, gen, False, "logsigmoid")
+    init = torch.randn(B, 2, 128, 128, generator=gen).cuda() if h0 else None
+    monkeypatch.setattr(CF, "_CUTE_SEG_MIN_CHUNKS", 8)
+    assert CF._cute_plan(q, k, v, False, False) == (9, 7)
+    monkeypatch.setattr(CF, "_CUTE_SPLIT_WALKS", True)
+    monkeypatch.setattr(CF, "_CUTE_SPLIT_MIN_CHUNKS", 0)
+    monkeypatch.setattr(CF, "_SEG_START_SPLIT", 3)
+    monkeypatch.setattr(CF, "_SEG_START_MIN_CHUNKS", 1)
+    o, _, ht = C.chunk_gla_fwd(q, k, v, g, None, init, None, True, save_states=False)
+    assert tiles == [((3, 21), True, CF._CUTE_START_TILE_FINER)], tiles
+    monkeypatch.setattr(CF, "_CUTE_SPLIT_WALKS", False)
+    monkeypatch.setattr(CF, "_SEG_START_SPLIT", 1)
+    o_t, _, ht_t = C.chunk_gla_fwd(q, k, v, g, None, init, None, True, save_states=False)
+    assert torch.isfinite(o).all() and torch.isfinite(ht).all()
+    assert rel_err(o, o_t) < 1e-2 and rel_err(ht, ht_t) < 1e-2
