@@ -133,8 +133,9 @@ def test_segment_starts_from_finer_segments(monkeypatch, split, B):
     launch_walk = C._launch_walk
     monkeypatch.setattr(C, "_launch_walk", lambda *a: walked.append(a[14:]) or launch_walk(*a))
     o2, _, ht2 = C.chunk_gla_fwd(q, k, v, g, None, init, None, True, save_states=False)
-    # The finer segments, and the CuTeDSL first step's tile for them.
-    assert walked == [((6 // split, -(-11 // (6 // split))), CF._CUTE_START_TILE_FINER)]
+    # The finer segments, the CuTeDSL first step's tile for them, and every split-th start kept.
+    fine = (6 // split, -(-11 // (6 // split)))
+    assert walked == [(fine, CF._CUTE_START_TILE_FINER, split)]
     torch.testing.assert_close(ht2, ht1, atol=2e-5, rtol=2e-5)
     torch.testing.assert_close(o2, o1, atol=2e-5, rtol=2e-5)
     assert_matches_reference(q, k, v, g, init, o2, ht2)

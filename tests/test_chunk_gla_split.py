@@ -166,33 +166,37 @@ def test_public_op_splits_a_long_sequence_without_lowered_thresholds(monkeypatch
 
 
 @pytest.mark.parametrize(
-    ("nseg", "elements", "use_s0", "store_end", "reverse"),
+    ("nseg", "elements", "use_s0", "store_end", "reverse", "every"),
     [
-        (2, 8192, True, True, False),  # one block covering the state
-        (7, 64, True, False, False),  # blocks of 16 elements, the last one partial
-        (7, 64, False, True, True),
-        (40, 8192, True, True, True),  # 64 rows, past 40 of them the identity
+        (2, 8192, True, True, False, 1),  # one block covering the state
+        (7, 64, True, False, False, 1),  # blocks of 16 elements, the last one partial
+        (7, 64, False, True, True, 1),
+        (40, 8192, True, True, True, 1),  # 64 rows, past 40 of them the identity
+        (7, 64, True, True, False, 3),  # the starts of segments 0, 3 and 6 alone
+        (40, 8192, False, False, False, 2),
     ],
 )
 def test_carry_across_segments_matches_the_loop(
-    monkeypatch, nseg, elements, use_s0, store_end, reverse
+    monkeypatch, nseg, elements, use_s0, store_end, reverse, every
 ):
     # Note [carry across segments]: the scan of each element's recurrence over the segments
-    # against the loop it replaces, in float64; every start written, nothing else touched.
+    # against the loop it replaces, in float64; every start written (or every every-th,
+    # compact), nothing else touched.
     monkeypatch.setattr(CF, "_CARRY_ELEMENTS", elements)
     N, H, K, V = 2, 3, 6, 7  # 42 elements a state: not a multiple of any block
     gen = torch.Generator().manual_seed(nseg)
     own = torch.randn(N * nseg, H, K, V, generator=gen)
     gseg = -2 * torch.rand(N * nseg, H, generator=gen)
     s0 = torch.randn(N, H, K, V, generator=gen)
-    start = torch.full((N * nseg + 1, H, K, V), float("nan"))  # one slot past the last
+    kept = -(-nseg // every)  # starts kept a sequence
+    start = torch.full((N * kept + 1, H, K, V), float("nan"))  # one slot past the last
     end = torch.full((N, H, K, V), float("nan"))
     rows, per, blocks = CF._carry_blocks(nseg, K * V)
     assert rows > nseg and (blocks > 1) == (elements < 4096)
     C._gla_seg_carry_kernel[(N * H * blocks,)](
         s0.to(DEVICE), own.to(DEVICE), gseg.to(DEVICE), start_d := start.to(DEVICE),
         end_d := end.to(DEVICE), H, nseg, KV=K * V, BE=per, P=rows, USE_S0=use_s0,
-        STORE_END=store_end, REVERSE=reverse,
+        STORE_END=store_end, REVERSE=reverse, EVERY=every,
     )  # fmt: skip
     want = torch.empty(N * nseg, H, K, V, dtype=torch.float64)
     for n in range(N):
@@ -203,6 +207,7 @@ def test_carry_across_segments_matches_the_loop(
             x = x * gseg[n * nseg + i].double().exp()[:, None, None] + own[n * nseg + i]
         if store_end:
             torch.testing.assert_close(end_d[n].cpu().double(), x, atol=1e-5, rtol=1e-5)
+    want = want.view(N, nseg, H, K, V)[:, ::every].reshape(N * kept, H, K, V)
     torch.testing.assert_close(start_d[:-1].cpu().double(), want, atol=1e-5, rtol=1e-5)
     assert start_d[-1].isnan().all()
     if not store_end:

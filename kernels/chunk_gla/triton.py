@@ -38,7 +38,7 @@ def _launch_g(like, g, gc, cu, flag, N, NT, NS, BT):
 
 
 def _launch_walk(
-    like, a, b, gc, s0, out, s_end, cu, scale, N, NT, BT, cfg, mode, segments, tile=None
+    like, a, b, gc, s0, out, s_end, cu, scale, N, NT, BT, cfg, mode, segments, tile=None, every=1
 ):
     """A state walk (walks.py): forward (``a, b = k, v``; ``scale`` None) writing the state at the
     start of each chunk into ``out`` from the initial states ``s0`` and the final states into
@@ -49,7 +49,9 @@ def _launch_walk(
     one segment, one program per (sequence, head, state tile) walks the whole sequence; with
     several, three launches: each segment's own part, what is carried across segments, then
     each segment again from its start. ``tile``: the CuTeDSL first step's state tile per CTA
-    where it walks forward alone (``cute_states._launch``)."""
+    where it walks forward alone (``cute_states._launch``). Forward without ``out`` (the
+    segments' starts alone, returned), ``every``: only every such segment's start, compact
+    (``[N * cdiv(segments, every), H, K, V]``)."""
     _, T, H, K = a.shape
     V = b.shape[-1]
     hk, hv, hw, hs = cfg
@@ -60,7 +62,8 @@ def _launch_walk(
     kw = dict(K=K, V=V, BT=BT, BK=hk, BV=hv, MODE=mode, num_warps=hw, num_stages=hs)
     if nseg > 1:
         own = a.new_empty((N * nseg, H, K, V), dtype=torch.float32)
-        start = torch.empty_like(own)
+        every = every if out is None and not reverse else 1
+        start = a.new_empty((N * cdiv(nseg, every), H, K, V), dtype=torch.float32)
         gseg = a.new_empty((N * nseg, H), dtype=torch.float32)
         kernel = _gla_bwd_dhseg_kernel if reverse else _gla_fwd_hseg_kernel
         grid = (N * H * nseg * tiles,)
@@ -80,7 +83,8 @@ def _launch_walk(
         rows, per, blocks = config._carry_blocks(nseg, K * V)
         launchable(_gla_seg_carry_kernel, like)[(N * H * blocks,)](
             s0, own, gseg, start, s_end, H, nseg, KV=K * V, BE=per, P=rows,
-            USE_S0=s0 is not None, STORE_END=s_end is not None, REVERSE=reverse, num_warps=4,
+            USE_S0=s0 is not None, STORE_END=s_end is not None, REVERSE=reverse, EVERY=every,
+            num_warps=4,
         )  # fmt: skip
         if out is None:
             # Only the states at the segments' starts were asked for.
@@ -390,17 +394,13 @@ def _segment_starts(o, k, v, gc, h0, ht, N, NT, mode, segments):
     cps, nseg = segments
     fine, nfine, r = config._start_segments(cps, NT)
     tile = config._CUTE_START_TILE_FINER if r > 1 else None
-    start = _launch_walk(
-        o, k, v, gc, h0, None, ht, None, None, N, NT, config._BT, state_cfg, mode, (fine, nfine),
-        tile,
-    )  # fmt: skip
-    if r == 1:
-        return start
     # Segment i of the plan starts at chunk i * cps = (i * r) * fine: finer segment i * r's
-    # start (cdiv(cdiv(NT, fine), r) == cdiv(NT, cps) == nseg of them), copied compact (the
-    # walks index it so; with one sequence the reshape alone would keep it strided).
-    H, K, V = start.shape[1:]
-    return start.view(N, nfine, H, K, V)[:, ::r].reshape(N * nseg, H, K, V).contiguous()
+    # start, which the carry alone stores (cdiv(cdiv(NT, fine), r) == cdiv(NT, cps) == nseg of
+    # them a sequence).
+    return _launch_walk(
+        o, k, v, gc, h0, None, ht, None, None, N, NT, config._BT, state_cfg, mode, (fine, nfine),
+        tile, r,
+    )  # fmt: skip
 
 
 def _cute_fwd(q, k, v, g, o, h, h0, ht, cu, scale, N, NT, NS, mode, plan):

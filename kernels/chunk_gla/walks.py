@@ -201,12 +201,15 @@ def _affine(a1, b1, a2, b2):
 def _carry(
     pid, s0, own, gseg, start, s_end, H, NSEG, KV: tl.constexpr, BE: tl.constexpr,
     P: tl.constexpr, USE_S0: tl.constexpr, STORE_END: tl.constexpr, REVERSE: tl.constexpr,
+    EVERY: tl.constexpr,
 ):  # fmt: skip
     # Program pid of a grid (sequences x heads x blocks of BE state elements,): between the two
     # steps of a split walk, the state (reverse: its gradient) at the start (reverse: the end) of
     # each segment, into start, from s0 (the initial state; reverse: dht) and the segments' own
     # parts and log-decays (STEP 1), last segment first in reverse; what is left after the last,
     # into s_end when STORE_END (the final state; reverse: the gradient of the initial state).
+    # Forward, only every EVERY-th segment's start is stored, compact (cdiv(NSEG, EVERY) a
+    # sequence): the starts of segments EVERY times longer, from a walk of finer ones.
     # Note [carry across segments]: each element's carry is its own recurrence x -> exp(g) x + own
     # over the segments, whose inputs do not depend on x; so every segment's part is loaded at
     # once (row r of a [P, BE] block holds the segment walked r-th, counting from one; row 0 and
@@ -236,8 +239,8 @@ def _carry(
     i_st = r
     if REVERSE:
         i_st = NSEG - 1 - r
-    m_st = r < NSEG
-    i_st = tl.where(m_st, i_n * NSEG + i_st, 0).to(tl.int64)
+    m_st = (r < NSEG) & (i_st % EVERY == 0)
+    i_st = tl.where(m_st, i_n * ((NSEG + EVERY - 1) // EVERY) + i_st // EVERY, 0).to(tl.int64)
     p_st = start + (i_st * H + i_h)[:, None] * KV + o_e[None, :]
     tl.store(p_st, b, mask=m_st[:, None] & m_e[None, :])
     if STORE_END:
@@ -248,11 +251,11 @@ def _carry(
 @triton.jit
 def _gla_seg_carry_kernel(
     s0, own, gseg, start, s_end, H, NSEG, KV: tl.constexpr, BE: tl.constexpr, P: tl.constexpr,
-    USE_S0: tl.constexpr, STORE_END: tl.constexpr, REVERSE: tl.constexpr,
+    USE_S0: tl.constexpr, STORE_END: tl.constexpr, REVERSE: tl.constexpr, EVERY: tl.constexpr,
 ):  # fmt: skip
     # Grid (sequences x heads x blocks of BE state elements,): one split walk's carry (_carry).
     _carry(tl.program_id(0), s0, own, gseg, start, s_end, H, NSEG, KV, BE, P, USE_S0,
-           STORE_END, REVERSE)  # fmt: skip
+           STORE_END, REVERSE, EVERY)  # fmt: skip
 
 
 @triton.jit
@@ -266,7 +269,7 @@ def _gla_bwd_seg_carry_kernel(
     pid = tl.program_id(0)
     if pid < NP:
         _carry(pid, h0, hown, hgseg, hstart, None, H, NSEG, KV, BE, P, USE_H0, False,
-               False)  # fmt: skip
+               False, 1)  # fmt: skip
     else:
         _carry(pid - NP, dht, dhown, dhgseg, dhstart, dh0, H, NSEG, KV, BE, P, USE_DHT, True,
-               True)  # fmt: skip
+               True, 1)  # fmt: skip
