@@ -10,11 +10,12 @@ module of the package beside the checkout's, with its compiled kernels kept apar
 cleared: no disk cache). Each ``--knob "NAME=VALUE ..."`` is one more version: the checkout's,
 with each ``config.NAME`` set to its VALUE (a Python literal) while it runs, e.g. ``--knob
 _CUTE_SPLIT_WALKS=False`` or ``--knob "_CUTE_SPLIT_WALKS=True _CUTE_SPLIT_MIN_CHUNKS=0"``. For
-each shape (K = V, bf16, ``g = logsigmoid(randn)``; by default the four of the suite), the whole forward as the operator runs it (``chunk_gla_fwd`` with the
-shipped plan) with each version of the walk: GPU time by CUDA-graph replay (median of five
-replays a round), the versions interleaved round by round so that drift shows, and the largest
-difference of each version's output and final state from the checkout's, relative to its
-largest value (0 means bit for bit). One line per version: median, ratio to the checkout's,
+each shape (K = V, bf16, ``g = logsigmoid(randn)``; by default the four of the suite), the
+whole forward as the operator runs it (``chunk_gla_fwd`` with the shipped plan) with each
+version of the walk: GPU time by CUDA-graph replay (median of five replays a round), the
+versions interleaved round by round so that drift shows, and the largest difference of each
+version's output and final state from the checkout's, relative to its largest value (0 means
+bit for bit). One line per version: median, ratio to the checkout's,
 every round, the differences.
 """
 

@@ -76,8 +76,9 @@ def _launch_walk(
             from . import cute_states
 
             walk = {which: (a, b, own, gseg)}
-            split = dict(scale=wscale, segments=segments)
-            cute_states.split_walks(gc, **walk, **split, own=True, tile=tile)
+            cute_states.split_walks(
+                gc, **walk, scale=wscale, segments=segments, own=True, tile=tile
+            )
         else:
             launchable(kernel, like)[grid](*args, **kw, STEP=1)
         rows, per, blocks = config._carry_blocks(nseg, K * V)
@@ -124,10 +125,8 @@ def _launch_walks_split(like, k, v, q, do, gc, h0, h, dht, dh, dh0, scale, N, NT
     args = (*walks, float(scale), T, H, NT, cps, nseg, np_ * nseg, *st)
     grid = (2 * np_ * nseg,)
     # The two steps in CuTeDSL where both walks can run there (the carry stays).
-    both = dict(both=True)
-    in_cute = config._cute_split_walks(k, v, N, segments, h, **both) and config._cute_split_walks(
-        q, do, N, segments, dh, **both
-    )
+    ok = config._cute_split_walks
+    in_cute = ok(k, v, N, segments, h, both=True) and ok(q, do, N, segments, dh, both=True)
     if in_cute:
         from . import cute_states
 
