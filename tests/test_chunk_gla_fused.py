@@ -131,11 +131,14 @@ def test_segment_starts_from_finer_segments(monkeypatch, split, B):
     monkeypatch.setattr(CF, "_SEG_START_MIN_CHUNKS", 1)
     walked = []
     launch_walk = C._launch_walk
-    monkeypatch.setattr(C, "_launch_walk", lambda *a: walked.append(a[14:]) or launch_walk(*a))
+    monkeypatch.setattr(
+        C, "_launch_walk", lambda *a: walked.append((*a[14:17], a[17] is g)) or launch_walk(*a)
+    )
     o2, _, ht2 = C.chunk_gla_fwd(q, k, v, g, None, init, None, True, save_states=False)
-    # The finer segments, the CuTeDSL first step's tile for them, and every split-th start kept.
+    # The finer segments, the CuTeDSL first step's tile for them, every split-th start kept,
+    # and g, from which the first step computes the log-decay (Note [decay in the first step]).
     fine = (6 // split, -(-11 // (6 // split)))
-    assert walked == [(fine, CF._CUTE_START_TILE_FINER, split)]
+    assert walked == [(fine, CF._CUTE_START_TILE_FINER, split, True)]
     torch.testing.assert_close(ht2, ht1, atol=2e-5, rtol=2e-5)
     torch.testing.assert_close(o2, o1, atol=2e-5, rtol=2e-5)
     assert_matches_reference(q, k, v, g, init, o2, ht2)

@@ -165,6 +165,51 @@ def test_public_op_splits_a_long_sequence_without_lowered_thresholds(monkeypatch
         assert err <= 1e-4 * w.abs().max().item(), f"{name}: {err}"
 
 
+@pytest.mark.parametrize("walk", ["forward", "reverse", "both"])
+def test_first_step_computes_the_log_decay(walk):
+    # Note [decay in the first step]: a split walk given g (its first step in Triton) leaves in
+    # gc what the log-decay's own launch stores, C included (a constant error in C would cancel
+    # in every decay), and walks as it does from that launch's gc: 5 chunks, the last partial, in
+    # segments of 2, with g head-major, a reset (-inf) and a run of -1e4 (floored, where C holds
+    # what G leaves out).
+    B, T, H, K, V = 2, 301, 2, 16, 24
+    q, k, v, g, _ = _inputs(B, T, H, K, V, torch.float32, False, strided=True)
+    g[0, 70, 1] = float("-inf")
+    g[1, 130:175, 0] = -1e4
+    do = torch.randn(B, T, H, V, generator=torch.Generator().manual_seed(5)).to(DEVICE)
+    NT, BT = -(-T // CF._BT), CF._BT
+    cfg = CF._fwd_config(K, V, q.dtype)[1]
+    segments, scale = (2, 3), 0.25
+
+    def run(raw):
+        gc = torch.full((B, H, 2, T), float("nan"), device=DEVICE)
+        if not raw:
+            C._launch_g(q, g, gc, None, None, B, NT, B * NT, BT)
+        outs = [torch.full((B * NT, H, K, V), float("nan"), device=DEVICE) for _ in range(2)]
+        ends = [torch.full((B, H, K, V), float("nan"), device=DEVICE) for _ in range(2)]
+        gx = g if raw else None
+        if walk == "both":
+            C._launch_walks_split(q, k, v, q, do, gc, None, outs[0], None, outs[1], ends[1],
+                                  scale, B, NT, BT, cfg, 0, segments, gx)  # fmt: skip
+        elif walk == "forward":
+            C._launch_walk(q, k, v, gc, None, outs[0], ends[0], None, None, B, NT, BT, cfg, 0,
+                           segments, g=gx)  # fmt: skip
+        else:
+            C._launch_walk(q, q, do, gc, None, outs[1], ends[1], None, scale, B, NT, BT, cfg, 0,
+                           segments, g=gx)  # fmt: skip
+        return gc, outs, ends
+
+    gc, outs, ends = run(raw=True)
+    want_gc, want_outs, want_ends = run(raw=False)
+    assert not want_gc.isnan().any()
+    # The interpreter sums in the same order; a GPU's float64 sums may round apart in a last bit.
+    exact = DEVICE == "cpu"
+    tol = dict(rtol=0, atol=0) if exact else dict(rtol=1e-6, atol=1e-9)
+    torch.testing.assert_close(gc, want_gc, **tol)
+    for got, want in zip(outs + ends, want_outs + want_ends, strict=True):
+        torch.testing.assert_close(got, want, equal_nan=True, **tol)
+
+
 @pytest.mark.parametrize(
     ("nseg", "elements", "use_s0", "store_end", "reverse", "every"),
     [

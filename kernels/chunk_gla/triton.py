@@ -37,9 +37,21 @@ def _launch_g(like, g, gc, cu, flag, N, NT, NS, BT):
     launchable(_gla_fwd_g_kernel, like)[grid](g, gc, cu, flag, T, H, N, NT, g.stride(), **kw)
 
 
-def _launch_walk(
-    like, a, b, gc, s0, out, s_end, cu, scale, N, NT, BT, cfg, mode, segments, tile=None, every=1
-):
+def _decay_first(like, g, gc, N, NT, launch):
+    """Where a split walk's first step runs in Triton, the log-decay ``g`` and its strides that
+    it computes ``gc`` from itself (Note [decay in the first step], walks.py); else ``(None,
+    (0,))``, after launching the cumulative log-decay into ``gc`` first when ``g`` is given and
+    ``launch`` (its first step elsewhere, or a whole walk). ``g`` None: ``gc`` is computed."""
+    if g is None:
+        return None, (0,)
+    if launch:
+        _launch_g(like, g, gc, None, None, N, NT, N * NT, config._BT)
+        return None, (0,)
+    return g, g.stride()
+
+
+def _launch_walk(like, a, b, gc, s0, out, s_end, cu, scale, N, NT, BT, cfg, mode, segments,
+                 tile=None, every=1, g=None):  # fmt: skip
     """A state walk (walks.py): forward (``a, b = k, v``; ``scale`` None) writing the state at the
     start of each chunk into ``out`` from the initial states ``s0`` and the final states into
     ``s_end`` unless it is None; or reverse (``a, b = q, do``) writing the gradient of the state
@@ -51,7 +63,8 @@ def _launch_walk(
     each segment again from its start. ``tile``: the CuTeDSL first step's state tile per CTA
     where it walks forward alone (``cute_states._launch``). Forward without ``out`` (the
     segments' starts alone, returned), ``every``: only every such segment's start, compact
-    (``[N * cdiv(segments, every), H, K, V]``)."""
+    (``[N * cdiv(segments, every), H, K, V]``). ``g``: the log-decay, when ``gc`` is yet to be
+    computed from it (equal-length sequences; see ``_decay_first``)."""
     _, T, H, K = a.shape
     V = b.shape[-1]
     hk, hv, hw, hs = cfg
@@ -71,6 +84,7 @@ def _launch_walk(
         args = (*head, T, H, NT, cps, nseg, *st)
         # The two steps in CuTeDSL where they can run there (the carry stays).
         in_cute = cu is None and config._cute_split_walks(a, b, N, segments, out)
+        raw = _decay_first(like, g, gc, N, NT, in_cute)
         which, wscale = ("reverse", float(scale)) if reverse else ("forward", 1.0)
         if in_cute:
             from . import cute_states
@@ -80,7 +94,7 @@ def _launch_walk(
                 gc, **walk, scale=wscale, segments=segments, own=True, tile=tile
             )
         else:
-            launchable(kernel, like)[grid](*args, **kw, STEP=1)
+            launchable(kernel, like)[grid](*args, *raw, **kw, STEP=1, RAW_G=raw[0] is not None)
         rows, per, blocks = config._carry_blocks(nseg, K * V)
         launchable(_gla_seg_carry_kernel, like)[(N * H * blocks,)](
             s0, own, gseg, start, s_end, H, nseg, KV=K * V, BE=per, P=rows,
@@ -94,22 +108,25 @@ def _launch_walk(
             walk = {which: (a, b, start, out)}
             cute_states.split_walks(gc, **walk, scale=wscale, segments=segments, own=False)
         else:
-            launchable(kernel, like)[grid](*args, **kw, STEP=2)
+            launchable(kernel, like)[grid](*args, None, (0,), **kw, STEP=2, RAW_G=False)
     elif reverse:
+        _decay_first(like, g, gc, N, NT, True)
         args = (a, b, gc, s0, out, s_end, cu, float(scale), T, H, NT, *st)
         flags = dict(USE_CU=cu is not None, USE_DHT=s0 is not None)
         launchable(_gla_bwd_dh_kernel, like)[(N * H * tiles,)](*args, **kw, **flags)
     else:
+        _decay_first(like, g, gc, N, NT, True)
         args = (a, b, gc, s0, out, s_end, cu, T, H, NT, *st)
         flags = dict(USE_CU=cu is not None, USE_H0=s0 is not None, STORE_HT=s_end is not None)
         launchable(_gla_fwd_h_kernel, like)[(N * H * tiles,)](*args, **kw, **flags)
 
 
 def _launch_walks_split(like, k, v, q, do, gc, h0, h, dht, dh, dh0, scale, N, NT, BT, cfg, mode,
-                        segments):  # fmt: skip
+                        segments, g=None):  # fmt: skip
     """The backward's two walks split into segments (see _launch_walk), side by side: the
     forward one recomputing the chunk states ``h`` from ``h0`` and the reverse one writing the
-    gradients ``dh`` from ``dht`` and ``dh0``; three launches, each one step of both walks."""
+    gradients ``dh`` from ``dht`` and ``dh0``; three launches, each one step of both walks.
+    ``g``: the log-decay, when ``gc`` is yet to be computed from it (``_decay_first``)."""
     _, T, H, K = k.shape
     V = v.shape[-1]
     hk, hv, hw, hs = cfg
@@ -127,6 +144,7 @@ def _launch_walks_split(like, k, v, q, do, gc, h0, h, dht, dh, dh0, scale, N, NT
     # The two steps in CuTeDSL where both walks can run there (the carry stays).
     ok = config._cute_split_walks
     in_cute = ok(k, v, N, segments, h, both=True) and ok(q, do, N, segments, dh, both=True)
+    raw = _decay_first(like, g, gc, N, NT, in_cute)
     if in_cute:
         from . import cute_states
 
@@ -135,7 +153,9 @@ def _launch_walks_split(like, k, v, q, do, gc, h0, h, dht, dh, dh0, scale, N, NT
             gc, (k, v, own[0], gseg[0]), (q, do, own[1], gseg[1]), **split, own=True
         )
     else:
-        launchable(_gla_bwd_states_seg_kernel, like)[grid](*args, **kw, STEP=1)
+        launchable(_gla_bwd_states_seg_kernel, like)[grid](
+            *args, *raw, **kw, STEP=1, RAW_G=raw[0] is not None
+        )
     rows, per, blocks = config._carry_blocks(nseg, K * V)
     launchable(_gla_bwd_seg_carry_kernel, like)[(2 * N * H * blocks,)](
         h0, own[0], gseg[0], start[0], dht, own[1], gseg[1], start[1], dh0, H, nseg,
@@ -145,7 +165,9 @@ def _launch_walks_split(like, k, v, q, do, gc, h0, h, dht, dh, dh0, scale, N, NT
     if in_cute:
         cute_states.split_walks(gc, (k, v, start[0], h), (q, do, start[1], dh), **split, own=False)
     else:
-        launchable(_gla_bwd_states_seg_kernel, like)[grid](*args, **kw, STEP=2)
+        launchable(_gla_bwd_states_seg_kernel, like)[grid](
+            *args, None, (0,), **kw, STEP=2, RAW_G=False
+        )
 
 
 def _packed(cu_seqlens, B, T, device):
@@ -255,9 +277,10 @@ def chunk_gla_fwd(
       the state at each chunk's start into ``h``). For 16-bit inputs without ``cu_seqlens``:
       ``K <= 64`` on more than 64 programs, or ``K <= 128`` on long sequences, which are then
       split into segments walked side by side from the state at each segment's start (two
-      launches before: the cumulative log-decay within each chunk, float32 ``[B, H, 2, T]``
-      scratch, and each segment's own walk with a short pass across segments, float32
-      ``[N * segments, H, K, V]`` scratch twice).
+      launches before: each segment's own walk, which first stores the cumulative log-decay
+      within each of its chunks into float32 ``[B, H, 2, T]`` scratch (Note [decay in the
+      first step]), and a short pass across segments, float32 ``[N * segments, H, K, V]``
+      scratch twice).
     - Otherwise in three to five launches: the cumulative log-decay within each chunk; the
       state at the start of each chunk (``h``: returned for the backward with
       ``save_states``, else scratch freed on return), one program per (sequence, head, state
@@ -268,7 +291,8 @@ def chunk_gla_fwd(
       sequences, few heads: see ``_segments``), each sequence is walked as segments side by
       side twice: once for each segment's own end state, then, after one short pass across
       segments for the state at each segment's start, again from that state to store the
-      chunk states.
+      chunk states; the first of those walks computes the cumulative log-decay, which then
+      has no launch of its own.
 
     Args:
         q: ``[B, T, H, K]``, bfloat16, float16 or float32, any strides.
@@ -345,8 +369,7 @@ def chunk_gla_fwd(
         s0 = h0
         if nseg > 1:
             gc = q.new_empty((B, H, 2, T), dtype=torch.float32)
-            _launch_g(o, g, gc, None, None, N, NT, NS, config._BT)
-            s0 = _segment_starts(o, k, v, gc, h0, ht, N, NT, mode, plan[1])
+            s0 = _segment_starts(o, k, v, gc, h0, ht, N, NT, mode, plan[1], g)
         args = (q, k, v, g, s0, h, o, ht, None, None, float(scale), T, H, NT, cps, nseg, *st)
         kw = dict(K=K, V=V, BT=config._BT, BK=BK, BV=BV, USE_CU=False, FALLEN_ONLY=False)
         flags = dict(
@@ -362,10 +385,14 @@ def chunk_gla_fwd(
     # The walk stores the chunk states even when they are not kept: scratch for the output pass.
     hw = h if save_states else (q.new_zeros if use_cu else q.new_empty)((NS, H, K, V), dtype=sdt)
     flag = q.new_empty((1,), dtype=torch.int32) if use_cu else None
-    _launch_g(o, g, gc, cu_seqlens, flag, N, NT, NS, BT)
+    if use_cu:
+        _launch_g(o, g, gc, cu_seqlens, flag, N, NT, NS, BT)
     tiles = cdiv(K, state_cfg[0]) * cdiv(V, state_cfg[1])
     segments = config._walk_segments(N * H * tiles, NT, use_cu)
-    _launch_walk(o, k, v, gc, h0, hw, ht, cu_seqlens, None, N, NT, BT, state_cfg, mode, segments)
+    _launch_walk(
+        o, k, v, gc, h0, hw, ht, cu_seqlens, None, N, NT, BT, state_cfg, mode, segments,
+        g=None if use_cu else g,
+    )  # fmt: skip
     args = (q, k, v, gc, hw, o, cu_seqlens, flag, float(scale), T, H, N, NT, *st)
     kw = dict(K=K, V=V, BT=BT, BK=ok, BV=ov, USE_CU=use_cu, MODE=mode)
     launchable(_gla_fwd_o_kernel, o)[(cdiv(V, ov) * NS, H)](
@@ -384,11 +411,12 @@ def chunk_gla_fwd(
     return o, h if mode == 0 else h.to(q.dtype), ht
 
 
-def _segment_starts(o, k, v, gc, h0, ht, N, NT, mode, segments):
+def _segment_starts(o, k, v, gc, h0, ht, N, NT, mode, segments, g):
     """The state at each segment's start (``[N * segments, H, K, V]`` float32), from each
     segment's own walk over ``gc``, and the final states into ``ht`` unless it is None: what a
     forward in one walk split into segments starts each segment from. The own walk may run on
-    finer segments (``config._start_segments``), every r-th of whose starts is then taken."""
+    finer segments (``config._start_segments``), every r-th of whose starts is then taken.
+    ``gc`` is computed from ``g`` on the way (``_decay_first``)."""
     state_cfg = config._fwd_config(k.shape[-1], v.shape[-1], k.dtype)[1]
     cps, nseg = segments
     fine, nfine, r = config._start_segments(cps, NT)
@@ -398,7 +426,7 @@ def _segment_starts(o, k, v, gc, h0, ht, N, NT, mode, segments):
     # them a sequence).
     return _launch_walk(
         o, k, v, gc, h0, None, ht, None, None, N, NT, config._BT, state_cfg, mode, (fine, nfine),
-        tile, r,
+        tile, r, g,
     )  # fmt: skip
 
 
@@ -414,8 +442,11 @@ def _cute_fwd(q, k, v, g, o, h, h0, ht, cu, scale, N, NT, NS, mode, plan):
     cps, nseg = plan
     gc = q.new_empty((B, H, 2, T), dtype=torch.float32)
     flag = q.new_empty((1,), dtype=torch.int32) if cu is not None else None
-    _launch_g(o, g, gc, cu, flag, N, NT, NS, config._BT)
-    s0 = h0 if nseg == 1 else _segment_starts(o, k, v, gc, h0, ht, N, NT, mode, plan)
+    if nseg == 1:
+        _launch_g(o, g, gc, cu, flag, N, NT, NS, config._BT)
+        s0 = h0
+    else:
+        s0 = _segment_starts(o, k, v, gc, h0, ht, N, NT, mode, plan, g)
     cu32 = None if cu is None else cu.clamp(0, T).to(torch.int32)
     hs = h if h.shape[0] else None
     rows = N if cu is not None else B * nseg
@@ -432,7 +463,8 @@ def chunk_gla_bwd(
 
     Chunks of 64 tokens, in three or four launches (more where the walks split, and three
     more with ``cu_seqlens``): the
-    cumulative log-decay within each chunk, as in :func:`chunk_gla_fwd`; the gradient of the
+    cumulative log-decay within each chunk, as in :func:`chunk_gla_fwd` (computed by the first
+    step of split walks where that runs in Triton); the gradient of the
     state at the end of each chunk, one program per (sequence, head, state tile) walking its
     chunks backwards (the last step gives ``dh0``), side by side in one launch with the walk
     that recomputes the state at the start of each chunk unless ``h`` brings the forward's;
@@ -527,7 +559,12 @@ def chunk_gla_bwd(
     flag = q.new_empty((1,), dtype=torch.int32) if use_cu else None
     q_st, k_st, v_st, do_st = q.stride(), k.stride(), v.stride(), do.stride()
 
-    _launch_g(dv, g, gc, cu, flag, N, NT, NS, BT)
+    # The cumulative log-decay: with packed sequences first (it also sets flag); otherwise with
+    # the first launch that reads it, computed by the split walks' first step where that runs in
+    # Triton (_decay_first).
+    raw = None if use_cu else g
+    if use_cu:
+        _launch_g(dv, g, gc, cu, flag, N, NT, NS, BT)
     NP = N * H * cdiv(K, state_cfg[0]) * cdiv(V, state_cfg[1])
     seg_max = (
         config._BWD_SEG_MAX_PROGRAMS
@@ -550,18 +587,22 @@ def chunk_gla_bwd(
             if cute_states and walk_segments[1] == 1:
                 from . import cute_states as cs
 
+                _decay_first(dv, raw, gc, N, NT, True)
                 cs.walks(gc, forward=(k, v, h0, h, None))
             else:
                 _launch_walk(
                     dv, k, v, gc, h0, h, None, cu, None, N, NT, BT, state_cfg, mode,
-                    walk_segments,
+                    walk_segments, g=raw,
                 )  # fmt: skip
+        else:
+            _decay_first(dv, raw, gc, N, NT, True)
         cute_bwd.grads(q, k, v, do, gc, h, None, dq, dk, dv, dg, float(scale), dht, dh0)
         return dq, dk, dv, dg, dh0
     if cute_states and segments[1] == 1:
         from . import cute_states as cs
 
         fwd_walk = (k, v, h0, h, None) if h_saved is None else None
+        _decay_first(dv, raw, gc, N, NT, True)
         cs.walks(gc, fwd_walk, (q, do, dht, dh, dh0), float(scale))
     elif h_saved is None and segments[1] == 1:
         # Both whole walks in one launch.
@@ -569,16 +610,20 @@ def chunk_gla_bwd(
         args = (k, v, q, do, gc, h0, h, dht, dh, dh0, cu, float(scale), T, H, NT, NP)
         kw = dict(K=K, V=V, BT=BT, BK=hk, BV=hv, MODE=mode, num_warps=hw, num_stages=hs)
         flags = dict(USE_CU=use_cu, USE_H0=h0 is not None, USE_DHT=dht is not None)
+        _decay_first(dv, raw, gc, N, NT, True)
         launchable(_gla_bwd_states_kernel, dv)[(2 * NP,)](
             *args, k_st, v_st, q_st, do_st, **kw, **flags
         )
     elif h_saved is None:
         # Both split walks, side by side.
         _launch_walks_split(
-            dv, k, v, q, do, gc, h0, h, dht, dh, dh0, scale, N, NT, BT, state_cfg, mode, segments
-        )
+            dv, k, v, q, do, gc, h0, h, dht, dh, dh0, scale, N, NT, BT, state_cfg, mode, segments,
+            raw,
+        )  # fmt: skip
     else:
-        _launch_walk(dv, q, do, gc, dht, dh, dh0, cu, scale, N, NT, BT, state_cfg, mode, segments)
+        _launch_walk(
+            dv, q, do, gc, dht, dh, dh0, cu, scale, N, NT, BT, state_cfg, mode, segments, g=raw
+        )
     if cute_grads:
         from . import cute_bwd
 

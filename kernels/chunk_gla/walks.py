@@ -8,6 +8,7 @@ import triton.language as tl
 from .common import (
     _chunk_tokens,
     _dot,
+    _floored,
     _head_ptr,
     _head_ptr_t,
     _load_state,
@@ -30,6 +31,39 @@ def _state_tile(pid, H, NSEG, K, V, BK: tl.constexpr, BV: tl.constexpr):
     o_k = i_kv // NV * BK + tl.arange(0, BK)
     o_v = pid % NV * BV + tl.arange(0, BV)
     return i_nh // H, i_nh % H, i_seg, i_kv, o_k, o_v, o_k < K, o_v < V
+
+
+@triton.jit
+def _segment_decay(
+    pid, g, gc, g_st, T, H, NT, CPS, NSEG, K, V, BT: tl.constexpr, BK: tl.constexpr,
+    BV: tl.constexpr, CB: tl.constexpr,
+):  # fmt: skip
+    # Note [decay in the first step]: where the first step of a split walk runs in Triton, it
+    # computes the in-chunk cumulative log-decay of its own segment's chunks from g itself and
+    # stores it into gc as _gla_fwd_g_kernel would (the same floor and float64 sum along each
+    # chunk, G then C), instead of a launch of that kernel before it: at B1 T8192 H4 that launch
+    # took 2.7 us of a 37 us forward. Every program of a segment (each state tile, and both walks
+    # of the backward's launch) writes the same values; a barrier then lets each program read
+    # them back as the walk reads gc, and the later launches (the carry, the second step, the
+    # output or gradients' passes) read them as they read the g kernel's. Blocks of CB chunks at
+    # once, so that the sums are off the walk's chain. Equal-length sequences only.
+    i_n, i_h, i_seg, _, _, _, _, _ = _state_tile(pid, H, NSEG, K, V, BK, BV)
+    i_b = i_n.to(tl.int64)
+    p_g = g + i_b * g_st[0] + i_h * g_st[2]
+    p_gc = gc + (i_b * H + i_h) * (2 * T)
+    c_lo = i_seg * CPS
+    c_hi = tl.minimum(c_lo + CPS, NT)
+    o_t = tl.arange(0, BT)
+    for c0 in range(c_lo, c_hi, CB):
+        o_c = c0 + tl.arange(0, CB)
+        t = o_c.to(tl.int64)[:, None] * BT + o_t[None, :]
+        m = (o_c < c_hi)[:, None] & (t < T)
+        b_g = _floored(tl.load(p_g + t * g_st[1], mask=m, other=0.0).to(tl.float32))
+        b_S = tl.cumsum(b_g.to(tl.float64), axis=1)
+        b_G = b_S.to(tl.float32)
+        tl.store(p_gc + t, b_G, mask=m)
+        tl.store(p_gc + T + t, (b_S - b_G.to(tl.float64)).to(tl.float32), mask=m)
+    tl.debug_barrier()
 
 
 @triton.jit
@@ -147,26 +181,31 @@ def _gla_bwd_states_kernel(
 
 @triton.jit
 def _gla_fwd_hseg_kernel(
-    k, v, gc, h, hend, gseg, hstart, T, H, NT, CPS, NSEG, k_st, v_st, K: tl.constexpr,
-    V: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr,
-    MODE: tl.constexpr, STEP: tl.constexpr,
+    k, v, gc, h, hend, gseg, hstart, T, H, NT, CPS, NSEG, k_st, v_st, g, g_st,
+    K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr,
+    MODE: tl.constexpr, STEP: tl.constexpr, RAW_G: tl.constexpr,
 ):  # fmt: skip
     # Grid (sequences x heads x segments x state tiles,): the forward walk split into segments
     # (_walk STEP 1: each segment's own end state into hend; STEP 2: the chunk states from the
-    # state at each segment's start, hstart). Equal-length sequences only.
+    # state at each segment's start, hstart). Equal-length sequences only. RAW_G (STEP 1): gc
+    # from g first (Note [decay in the first step]).
+    if RAW_G:
+        _segment_decay(tl.program_id(0), g, gc, g_st, T, H, NT, CPS, NSEG, K, V, BT, BK, BV, 8)
     _walk(tl.program_id(0), k, v, gc, hstart, h, hend, gseg, None, 1.0, T, H, NT, CPS, NSEG,
           k_st, v_st, K, V, BT, BK, BV, False, STEP == 2, STEP == 1, STEP, False, MODE)  # fmt: skip
 
 
 @triton.jit
 def _gla_bwd_dhseg_kernel(
-    q, do, gc, dh, dhown, gseg, dhend, scale, T, H, NT, CPS, NSEG, q_st, do_st,
+    q, do, gc, dh, dhown, gseg, dhend, scale, T, H, NT, CPS, NSEG, q_st, do_st, g, g_st,
     K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr,
-    MODE: tl.constexpr, STEP: tl.constexpr,
+    MODE: tl.constexpr, STEP: tl.constexpr, RAW_G: tl.constexpr,
 ):  # fmt: skip
     # The reverse walk split into segments as _gla_fwd_hseg_kernel splits the forward one
     # (STEP 1: each segment's own part of the gradient at its start into dhown; STEP 2: the
     # gradients of the chunk end states from that at each segment's end, dhend).
+    if RAW_G:
+        _segment_decay(tl.program_id(0), g, gc, g_st, T, H, NT, CPS, NSEG, K, V, BT, BK, BV, 8)
     _walk(tl.program_id(0), q, do, gc, dhend, dh, dhown, gseg, None, scale, T, H, NT, CPS, NSEG,
           q_st, do_st, K, V, BT, BK, BV, False, STEP == 2, STEP == 1, STEP, True, MODE)  # fmt: skip
 
@@ -174,14 +213,18 @@ def _gla_bwd_dhseg_kernel(
 @triton.jit
 def _gla_bwd_states_seg_kernel(
     k, v, q, do, gc, h, hown, hgseg, hstart, dh, dhown, dhgseg, dhstart, scale, T, H, NT, CPS,
-    NSEG, NPS, k_st, v_st, q_st, do_st, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr,
-    BK: tl.constexpr, BV: tl.constexpr, MODE: tl.constexpr, STEP: tl.constexpr,
+    NSEG, NPS, k_st, v_st, q_st, do_st, g, g_st, K: tl.constexpr, V: tl.constexpr,
+    BT: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr, MODE: tl.constexpr,
+    STEP: tl.constexpr, RAW_G: tl.constexpr,
 ):  # fmt: skip
     # The backward's two split walks side by side, one step of each per launch: programs below
     # NPS (sequences x heads x segments x state tiles) as _gla_fwd_hseg_kernel, the others as
     # _gla_bwd_dhseg_kernel. Split walks have few programs each, and a launch's length is that
-    # of its longest program, so each step of the two costs about what one alone does.
+    # of its longest program, so each step of the two costs about what one alone does. RAW_G
+    # (STEP 1): gc from g first (Note [decay in the first step]).
     pid = tl.program_id(0)
+    if RAW_G:
+        _segment_decay(pid % NPS, g, gc, g_st, T, H, NT, CPS, NSEG, K, V, BT, BK, BV, 8)
     if pid < NPS:
         _walk(pid, k, v, gc, hstart, h, hown, hgseg, None, 1.0, T, H, NT, CPS, NSEG, k_st, v_st,
               K, V, BT, BK, BV, False, STEP == 2, STEP == 1, STEP, False, MODE)  # fmt: skip
