@@ -30,6 +30,14 @@ threshold should lie): the backward, and the forward whose segments' start state
 
 ``--shapes "B,T,H,K;..."`` (V = K) replaces the four shapes.
 
+``--triton-at DIR`` also times, after the table, the Triton forward + backward of an older tree of
+the kernels against the operator with every CuTeDSL kernel (the last table's "fwd+bwd" rows):
+``DIR/kernels`` is that tree (``git archive REV kernels | tar -x -C DIR``), imported as a package
+of its own, its launchers called one after the other (``chunk_gla_fwd``, then ``chunk_gla_bwd``
+with the states it kept, or none), in rounds alternating with ours. The Triton kernels of the
+checkout gain with every change to the walks they share with the CuTeDSL plans; this is the
+pair as it was at REV, measured in the same run.
+
 Before timing, each shape's gradients of the two backwards are compared (``BAD`` where one
 differs from the other by more than 2e-2 of its largest value, or is not finite); exit 1 on any.
 """
@@ -105,6 +113,61 @@ def report(title, columns, rows, bad):
     print(f"{title}, {name}, torch {torch.__version__}, bf16, us")
     print(markdown(["shape", "what", *columns, "largest diff"], rows))
     sys.exit(1 if bad else 0)
+
+
+def load_tree(path):
+    """``path/kernels`` imported as the package ``attnops_kernels_then``: its chunk_gla launchers."""
+    import importlib
+    import importlib.util
+
+    root = Path(path).resolve() / "kernels"
+    name = "attnops_kernels_then"
+    spec = importlib.util.spec_from_file_location(
+        name, root / "__init__.py", submodule_search_locations=[str(root)]
+    )
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return importlib.import_module(f"{name}.chunk_gla.triton")
+
+
+def pair_then(then, q, k, v, g, do, save):
+    # The older tree's forward, then its backward with the states it kept (or none).
+    _, h, _ = then.chunk_gla_fwd(q, k, v, g, None, None, None, False, save_states=save)
+    h = h if save else None
+    return then.chunk_gla_bwd(q, k, v, g, None, None, None, do, None, h, save_states=save)
+
+
+def against_tree(path, replays):
+    """Forward + backward of the older tree's Triton launchers against the operator with every
+    CuTeDSL kernel, both ways of the chunk states, at each shape (``--triton-at``)."""
+    import attnops
+
+    then = load_tree(path)
+    switch(True)
+    rows = []
+    for B, T, H, K in SHAPES:
+        q, k, v, g, do = inputs(B, T, H, K)
+        xs = [x.detach().requires_grad_() for x in (q, k, v, g)]
+        for save in (False, True):
+            theirs = functools.partial(pair_then, then, q, k, v, g, do, save)
+            ours = functools.partial(step, attnops, xs, do, save)
+            worst, ok = compare(ours(), theirs()[:4])
+            times = {0: [], 1: []}
+            for _ in range(2):
+                times[0].append(graph_us(theirs, calls=5, replays=replays))
+                times[1].append(graph_us(ours, calls=5, replays=replays, grad=True))
+            t_then, t_ours = min(times[0]), min(times[1])
+            kind = "fwd+bwd, states " + ("saved" if save else "recomputed")
+            err = f"{worst:.1e}" + ("" if ok else " BAD")
+            label = f"B{B} T{T} H{H} K=V={K}"
+            rows.append(
+                [label, kind, f"{t_then:.1f}", f"{t_ours:.1f}", f"{t_then / t_ours:.2f}", err]
+            )
+        torch.cuda.empty_cache()
+    print(f"\nagainst the Triton kernels of {path}:")
+    print(markdown(["shape", "what", "Triton then", "CuTeDSL", "ratio", "largest diff"], rows))
+    return sum("BAD" in r[-1] for r in rows)
 
 
 def setter(name):
@@ -187,6 +250,7 @@ def main():
     ap.add_argument("--state-walks", action="store_true", help="see the module docstring")
     ap.add_argument("--split-walks", action="store_true", help="see the module docstring")
     ap.add_argument("--shapes", help="B,T,H,K;... (V = K), instead of the four shapes")
+    ap.add_argument("--triton-at", metavar="DIR", help="see the module docstring")
     args = ap.parse_args()
     if args.shapes:
         SHAPES[:] = [tuple(int(x) for x in s.split(",")) for s in args.shapes.split(";")]
@@ -235,6 +299,8 @@ def main():
             kind = "fwd+bwd, states " + ("saved" if save else "recomputed")
             rows.append([label, kind, f"{t_tri:.1f}", f"{t_cute:.1f}", ratio, ""])
         torch.cuda.empty_cache()
+    if args.triton_at:
+        bad += against_tree(args.triton_at, args.replays)
     report("chunk_gla backward", ["Triton", "CuTeDSL", "Triton / CuTeDSL"], rows, bad)
 
 
