@@ -38,10 +38,10 @@ def _launch_g(like, g, gc, cu, flag, N, NT, NS, BT):
 
 
 def _decay_first(like, g, gc, N, NT, launch):
-    """Where a split walk's first step runs in Triton, the log-decay ``g`` and its strides that
-    it computes ``gc`` from itself (Note [decay in the first step], walks.py); else ``(None,
-    (0,))``, after launching the cumulative log-decay into ``gc`` first when ``g`` is given and
-    ``launch`` (its first step elsewhere, or a whole walk). ``g`` None: ``gc`` is computed."""
+    """The ``(g, g.stride())`` from which a split walk's first step, running in Triton, computes
+    ``gc`` itself (Note [decay in the first step], walks.py); or ``(None, (0,))`` where it does
+    not: ``g`` None (``gc`` already holds the log-decay), or ``launch`` (the first step runs in
+    CuTeDSL, or the walk is whole), after the log-decay's own launch into ``gc``."""
     if g is None:
         return None, (0,)
     if launch:
