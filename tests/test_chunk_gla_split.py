@@ -165,21 +165,29 @@ def test_public_op_splits_a_long_sequence_without_lowered_thresholds(monkeypatch
         assert err <= 1e-4 * w.abs().max().item(), f"{name}: {err}"
 
 
-@pytest.mark.parametrize("walk", ["forward", "reverse", "both"])
-def test_first_step_computes_the_log_decay(walk):
+@pytest.mark.parametrize(
+    ("walk", "T", "segments"),
+    [
+        ("forward", 301, (2, 3)),
+        ("reverse", 301, (2, 3)),
+        ("both", 301, (2, 3)),
+        # Segments of 10 chunks: two blocks of the sums each, the second partial; 21 chunks.
+        ("both", 1300, (10, 3)),
+    ],
+)
+def test_first_step_computes_the_log_decay(walk, T, segments):
     # Note [decay in the first step]: a split walk given g (its first step in Triton) leaves in
     # gc what the log-decay's own launch stores, C included (a constant error in C would cancel
-    # in every decay), and walks as it does from that launch's gc: 5 chunks, the last partial, in
-    # segments of 2, with g head-major, a reset (-inf) and a run of -1e4 (floored, where C holds
-    # what G leaves out).
-    B, T, H, K, V = 2, 301, 2, 16, 24
+    # in every decay), and walks as it does from that launch's gc: the last chunk partial, with
+    # g head-major, a reset (-inf) and a run of -1e4 (floored, where C holds what G leaves out).
+    B, H, K, V = 2, 2, 16, 24
     q, k, v, g, _ = _inputs(B, T, H, K, V, torch.float32, False, strided=True)
     g[0, 70, 1] = float("-inf")
     g[1, 130:175, 0] = -1e4
     do = torch.randn(B, T, H, V, generator=torch.Generator().manual_seed(5)).to(DEVICE)
     NT, BT = -(-T // CF._BT), CF._BT
     cfg = CF._fwd_config(K, V, q.dtype)[1]
-    segments, scale = (2, 3), 0.25
+    scale = 0.25
 
     def run(raw):
         gc = torch.full((B, H, 2, T), float("nan"), device=DEVICE)
