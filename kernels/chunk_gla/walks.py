@@ -7,6 +7,7 @@ import triton.language as tl
 
 from .common import (
     _chunk_tokens,
+    _cumulative,
     _dot,
     _floored,
     _head_ptr,
@@ -55,14 +56,14 @@ def _segment_decay(
     c_hi = tl.minimum(c_lo + CPS, NT)
     o_t = tl.arange(0, BT)
     for c0 in range(c_lo, c_hi, CB):
+        # [BT, CB]: each column one chunk's tokens, summed down the column as the g kernel sums.
         o_c = c0 + tl.arange(0, CB)
-        t = o_c.to(tl.int64)[:, None] * BT + o_t[None, :]
-        m = (o_c < c_hi)[:, None] & (t < T)
-        b_g = _floored(tl.load(p_g + t * g_st[1], mask=m, other=0.0).to(tl.float32))
-        b_S = tl.cumsum(b_g.to(tl.float64), axis=1)
-        b_G = b_S.to(tl.float32)
+        t = o_c.to(tl.int64)[None, :] * BT + o_t[:, None]
+        m = (o_c < c_hi)[None, :] & (t < T)
+        b_g = tl.load(p_g + t * g_st[1], mask=m, other=0.0).to(tl.float32)
+        b_G, b_C = _cumulative(_floored(b_g))
         tl.store(p_gc + t, b_G, mask=m)
-        tl.store(p_gc + T + t, (b_S - b_G.to(tl.float64)).to(tl.float32), mask=m)
+        tl.store(p_gc + T + t, b_C, mask=m)
     tl.debug_barrier()
 
 
