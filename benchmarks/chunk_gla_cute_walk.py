@@ -11,8 +11,10 @@ its contract holds), the same with every walk of one warpgroup ("one warpgroup":
 shipped walk is of three, config._cute_walk_split), with the other split ("other split":
 segments where the plan walks whole sequences, whole sequences where it splits them), the
 Triton plans forced, and fla-core's
-``chunk_simple_gla`` autotuned in this process; markdown to stdout. ``--quick`` leaves out the
-other split and the longest shape. Exit 1 on any BAD.
+``chunk_simple_gla`` autotuned in this process; markdown to stdout. Every timed forward, fla-core's
+included, returns the output alone, as a training step asks (``output_final_state=False``);
+``--final-state`` times each returning the final state too. ``--quick`` leaves out the other
+split and the longest shape. Exit 1 on any BAD.
 """
 
 from __future__ import annotations
@@ -45,10 +47,10 @@ CHECKS = [
 BAD = 2e-2
 
 
-def forward(q, k, v, g, h0, cute):
+def forward(q, k, v, g, h0, cute, final=True):
     previous, CF._CUTE_WALK = CF._CUTE_WALK, cute
     try:
-        return mod.chunk_gla_fwd(q, k, v, g, None, h0, None, True, save_states=False)
+        return mod.chunk_gla_fwd(q, k, v, g, None, h0, None, final, save_states=False)
     finally:
         CF._CUTE_WALK = previous
 
@@ -85,8 +87,9 @@ def check(case):
     return tag == "ok"
 
 
-def shape_row(shape, fla_fn, replays, quick=False):
-    """The table's row of one shape, and whether the CuTe walk's output was BAD."""
+def shape_row(shape, fla_fn, replays, quick=False, final=False):
+    """The table's row of one shape, and whether the CuTe walk's output was BAD; every forward
+    returning its final state too where ``final``."""
     B, T, H, K, V = shape
     q, k, v, g = inputs(shape)
     ref = chunked_ref(q, k, v, g)
@@ -95,7 +98,7 @@ def shape_row(shape, fla_fn, replays, quick=False):
     for cute, split in ((True, shipped), (True, False), (False, shipped)):
 
         def fwd(cute=cute):
-            return forward(q, k, v, g, None, cute)[0]
+            return forward(q, k, v, g, None, cute, final)[0]
 
         CF._CUTE_WALK_SPLIT = split
         cells.append((graph_us(fwd, replays=replays), rel_err(fwd(), ref)))
@@ -107,14 +110,14 @@ def shape_row(shape, fla_fn, replays, quick=False):
         below = CF._CUTE_SEG_BELOW
         CF._CUTE_SEG_BELOW = 1 << 30 if plan_of(q, k, v)[1] == 1 else 0
         try:
-            other = graph_us(lambda: forward(q, k, v, g, None, True)[0], replays=replays)
+            other = graph_us(lambda: forward(q, k, v, g, None, True, final)[0], replays=replays)
         finally:
             CF._CUTE_SEG_BELOW = below
     fla = math.nan
     if fla_fn is not None:
 
         def fla_fwd():
-            return fla_fn(q, k, v, g, scale=K**-0.5)[0]
+            return fla_fn(q, k, v, g, scale=K**-0.5, output_final_state=final)[0]
 
         fla_fwd()  # autotunes here, in this process
         fla = graph_us(fla_fwd, replays=replays)
@@ -135,6 +138,11 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--replays", type=int, default=7)
     ap.add_argument("--checks-only", action="store_true")
+    ap.add_argument(
+        "--final-state",
+        action="store_true",
+        help="every timed forward (fla-core's too) returns the final state as well",
+    )
     ap.add_argument("--no-checks", action="store_true")
     ap.add_argument(
         "--quick",
@@ -150,14 +158,18 @@ def main() -> int:
     except ImportError as exc:
         chunk_simple_gla = None
         print(f"fla-core: skipped ({exc})")
-    print(f"chunk_gla forward, {torch.cuda.get_device_name()}, torch {torch.__version__}, bf16, us")
+    final = "with" if args.final_state else "without"
+    print(
+        f"chunk_gla forward {final} the final state, {torch.cuda.get_device_name()}, "
+        f"torch {torch.__version__}, bf16, us"
+    )
     print(
         "| shape | plan | CuTe walk | one warpgroup | other split | err | Triton | fla | fla / CuTe "
         "| Triton / CuTe | TFLOP/s |"
     )
     print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for shape in SHAPES[:-1] if args.quick else SHAPES:
-        row, n = shape_row(shape, chunk_simple_gla, args.replays, args.quick)
+        row, n = shape_row(shape, chunk_simple_gla, args.replays, args.quick, args.final_state)
         print(row, flush=True)
         bad += n
         torch.cuda.empty_cache()
