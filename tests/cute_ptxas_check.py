@@ -11,7 +11,7 @@ stays correct and gets slower. This script keeps each kernel's PTX, compiles it 
 ``ptxas -v`` and prints, per compile key, the registers, spills and advisories; exit 1 where
 any key is serialized or spills. Where no ptxas here takes the PTX (one older than the CuTeDSL
 build), it reads the cubin that CuTeDSL built instead: serialized where cuobjdump shows a wait
-for every product. By default nineteen keys that cover every flag of the forward walk (both of
+for every product. By default twenty-one keys that cover every flag of the forward walk (both of
 its organizations), the gradients' pass and the state walks (whole and split into segments);
 ``--all`` every key of the walk (128, minutes).
 ptxas and cuobjdump: ``$PTXAS`` / ``$CUOBJDUMP``, the PATH, ``/usr/local/cuda/bin``, Triton's.
