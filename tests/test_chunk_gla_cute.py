@@ -94,6 +94,13 @@ def test_the_contract_refuses_grids_and_sizes_the_walk_cannot_launch(monkeypatch
     assert plan(70000, 64, 1, 64, 64) is None  # grid's third size
     assert plan(1, 70000 * 64, 1, 64, 64, cu=True, sequences=70000) is None
     assert plan(1, 256, 1, 64, 64, cu=True, sequences=3) == (4, 1)
+    # The states at the walks' starts and ends ([sequences x segments, H, K, V] float32:
+    # initial or segment-start states, final states) are indexed in 32 bits too: with few tokens
+    # they pass q's size (here 2**31 of them against q's 2**30).
+    assert plan(1024, 64, 128, 128, 128) is None
+    assert plan(1023, 64, 128, 128, 128) == (1, 1)
+    assert plan(1, 64, 128, 128, 128, cu=True, sequences=1024) is None
+    assert plan(1, 64, 128, 128, 128, cu=True, sequences=1023) == (1, 1)
     # Kept chunk states are twice q's size at K = V = 128: their indices must fit too.
     assert plan(1, 2**23, 1, 128, 128, save=True) is None
     assert plan(1, 2**23, 1, 128, 128) is not None

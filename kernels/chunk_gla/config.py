@@ -381,7 +381,8 @@ def _cute_plan(q, k, v, use_cu, save_states, sequences=None):
     contract does not hold: 16-bit CUDA inputs on Hopper with CuTeDSL installed (k and v of q's
     dtype, k of q's shape, v of q's batch, length and heads, none of them empty), K of 64 or
     128, V of 64 or more and a multiple of 8, every tensor TMA-ready, and 32-bit indices (of
-    the chunk states too when ``save_states``: the walk then stores them). Packed sequences are
+    the initial, segment-start and final states too, and of the chunk states when
+    ``save_states``: the walk then stores them). Packed sequences are
     walked whole (one segment). ``sequences``: how many (default B); with the segments of each,
     the grid's third size (at most 65535, as H)."""
     if not _CUTE_WALK or not q.is_cuda:
@@ -417,4 +418,8 @@ def _cute_plan(q, k, v, use_cu, save_states, sequences=None):
         plan = cps, cdiv(NT, cps)
     # The grid is (V blocks, H, sequences x segments): its second and third sizes stop at 65535.
     rows = (B if sequences is None else sequences) * plan[1]
+    # The states at the walk's start and end ([rows, H, K, V] float32) are indexed in 32 bits:
+    # with few tokens per sequence they outgrow q.
+    if rows * H * K * V >= 2**31:
+        return None
     return plan if H <= _MAX_GRID_YZ and rows <= _MAX_GRID_YZ else None
