@@ -382,9 +382,9 @@ def _cute_plan(q, k, v, use_cu, save_states, sequences=None):
     dtype, k of q's shape, v of q's batch, length and heads, none of them empty), K of 64 or
     128, V of 64 or more and a multiple of 8, every tensor TMA-ready, and 32-bit indices (of
     the initial, segment-start and final states too, and of the chunk states when
-    ``save_states``: the walk then stores them). Packed sequences are
-    walked whole (one segment). ``sequences``: how many (default B); with the segments of each,
-    the grid's third size (at most 65535, as H)."""
+    ``save_states``: the walk then stores them). Packed sequences are walked whole (one
+    segment). ``sequences``: how many (default B); with the segments of each, the grid's third
+    size (at most 65535, as H)."""
     if not _CUTE_WALK or not q.is_cuda:
         return None
     B, T, H, K = q.shape
@@ -420,6 +420,6 @@ def _cute_plan(q, k, v, use_cu, save_states, sequences=None):
     rows = (B if sequences is None else sequences) * plan[1]
     # The states at the walk's start and end ([rows, H, K, V] float32) are indexed in 32 bits:
     # with few tokens per sequence they outgrow q.
-    if rows * H * K * V >= 2**31:
+    if H > _MAX_GRID_YZ or rows > _MAX_GRID_YZ or rows * H * K * V >= 2**31:
         return None
-    return plan if H <= _MAX_GRID_YZ and rows <= _MAX_GRID_YZ else None
+    return plan
