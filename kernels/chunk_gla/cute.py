@@ -55,14 +55,28 @@ runs them all one after another. Every log-decay factor is formed where it is us
 and C that the chunk's stage brought: the state's warpgroup publishes no table, so nothing but
 vd, S16 and the product is on its chain. Four stages of q, k and v tiles; each stage's ``full``
 mbarrier completes with its TMA loads, its ``empty`` one when the state's warpgroup has read its
-k and v, and the output warpgroup that read it last issues its next loads after both, before
-it forms and stores its chunk's output (it reads the output rows' G from the stage first). Each
+k and v, and the output warpgroup that read it last issues its next loads after both, once it
+has formed its chunk's output and stored it (Note [output tiles from the q tile]). Each
 state tile's ``ready`` mbarrier completes when the state's warpgroup has written it, its
 ``free`` one when the output warpgroup has read it (with ``save_states`` that warpgroup also
 stores it by TMA, and waits for the store to have read it first); the state's warpgroup writes
 a tile again only after that. Where more CTAs walk than there are multiprocessors, two CTAs of
 ``_Walk`` share each (384 threads of ``_WalkWS`` and their registers leave room for only one)
 and measured faster.
+
+Note [output tiles from the q tile]: a chunk's output tile (BT x BV, 16-bit) goes out by TMA
+from shared memory, not from the threads' registers. There each thread held pairs of columns in
+two rows, so every store of a warp wrote half of eight 32-byte sectors, and the walk of three
+warpgroups at B4 T4096 H16 took 106 µs against 60 µs without the stores at all (86 µs by TMA;
+docs/performance.md, "chunk_gla: the CuTeDSL walk"). Shared memory has no room for a tile of its
+own beside four stages and three state tiles (nor beside two CTAs of one warpgroup at K = 128),
+so the tile is written over the stage's q tile, which the chunk's products no longer read once
+they are waited for: the writes, a proxy fence and a barrier of the warpgroup, then one warp
+issues the store and waits for it to have read the tile before it issues the stage's next
+loads. Whole tiles only (rows past T are clipped by the TMA); a packed sequence's last, partial
+chunk is stored from registers, not to write over the next sequence's tokens. The walk of one
+warpgroup at K = 64 keeps a tile of its own (two CTAs still fit), and stores after its stage's
+next loads are issued.
 
 Note [loads before stores]: vd's 16-byte loads of v and its stores into vd's tile go through
 views of shared memory that the compiler is not told are apart, so written one after the other
@@ -112,10 +126,9 @@ _LOG2E = math.log2(math.e)
 # Separate wgmma groups, so that A = q k^T is used while q S16 runs, and the output is stored
 # while the state's product runs (False: each pair of products waited for together).
 OVERLAP = True
-# The walk of one warpgroup at K = 64 stores each whole output tile by TMA from shared memory
-# (False: from registers, as first shipped): no global store of its threads is then in flight at
-# the proxy fence that ends each chunk. At K = 128 the tile would leave room for one CTA per
-# multiprocessor only (115 KB each).
+# The walk of one warpgroup stores each whole output tile by TMA from shared memory (False: from
+# registers, as first shipped; the walk of three always does): Note [output tiles from the q
+# tile]. No global store of its threads is then in flight at the proxy fence that ends each chunk.
 _OUT_TMA = True
 
 
@@ -604,13 +617,20 @@ class _Walk:
         )  # fmt: skip
 
     def _out_tma(self) -> bool:
-        """Whether the walk stores whole output tiles by TMA (``_OUT_TMA``): one warpgroup at
-        K = 64, where two CTAs still fit on a multiprocessor with the tile."""
-        return _OUT_TMA and not self.split and self.K == 64
+        """Whether the walk of one warpgroup stores whole output tiles by TMA (``_OUT_TMA``;
+        the walk of three always does)."""
+        return _OUT_TMA and not self.split
+
+    def _out_tile(self) -> bool:
+        """Whether the output's tile has shared memory of its own (K = 64, where two CTAs of one
+        warpgroup still fit on a multiprocessor with it); elsewhere each tile goes out from its
+        stage's q tile, which its chunk no longer reads then (at K = 128 a tile of its own
+        would leave room for one CTA per multiprocessor only, 115 KB each)."""
+        return self._out_tma() and self.K == 64
 
     def _shared(self, sq, sk, sv, svd, sh, sg, so):
         """The kernel's shared storage: mbarriers, log-decay tables, q, k, v, vd and state tiles,
-        each stage's G and C, and the output's tile where ``_out_tma``."""
+        each stage's G and C, and the output's tile where ``_out_tile``."""
         dt, hbuf = self.dtype, self.hbuf
         fields = {
             "bars": cute.struct.MemRange[cutlass.Int64, self.nbars],
@@ -622,7 +642,7 @@ class _Walk:
             "h": cute.struct.Align[cute.struct.MemRange[dt, cute.cosize(sh)], 1024],
             "g": cute.struct.Align[cute.struct.MemRange[Float32, cute.cosize(sg)], 128],
         }
-        if self._out_tma():
+        if self._out_tile():
             fields["o"] = cute.struct.Align[cute.struct.MemRange[dt, cute.cosize(so)], 1024]
         return cute.struct(type("Shared", (), {"__annotations__": fields}))
 
@@ -722,18 +742,28 @@ class _Walk:
                 if c_lo + s < c_hi:
                     _issue(loads, bars + s, c_lo + s, s, stage_bytes)
 
+        # Output tiles stored by TMA from their stage's q tile (Note [output tiles from the q
+        # tile]): (BT, BV) tiles over the q tiles, K / BV of them per stage.
+        so_q = sm90_utils.make_smem_layout_a(
+            LayoutEnum.ROW_MAJOR, (BT, BT, BV), self.dtype, self.stages * (K // BV)
+        )
+        sOq = st.q.get_tensor(so_q.outer, swizzle=so_q.inner)  # (BT, BV, K / BV * stage)
         if const_expr(self.split):
             self._three_warpgroups(
                 tma_h, gh, mS0, mO, mHt, mCu, scale, i_v, i_h, i_z, i_b, bos, eos, c_lo,
                 c_hi, i_state, slot0, sQ, sK, sV, sVd, sH, sKt, sHmn, sGv, bars, loads,
-                stage_bytes,
+                stage_bytes, tma_o, go, sOq,
             )  # fmt: skip
         else:
             dec = decs[None, None, 0]
             out_tma = self._out_tma()
+            in_q = out_tma and not self._out_tile()  # each tile from its stage's q tile
             if const_expr(out_tma):
                 # The output's TMA view of this (sequence, head, V block), by chunk.
-                sO = st.o.get_tensor(so_l.outer, swizzle=so_l.inner)  # (BT, BV, 1)
+                if const_expr(in_q):
+                    sO = sOq
+                else:
+                    sO = st.o.get_tensor(so_l.outer, swizzle=so_l.inner)  # (BT, BV, 1)
                 go_s = go[None, None, i_h, i_b]
                 if const_expr(self.use_cu):
                     go_s = cute.domain_offset((bos, 0), go_s)
@@ -832,9 +862,12 @@ class _Walk:
                         # their tiles.
                         cute.arch.cp_async_bulk_wait_group(0, read=True)
                 cute.arch.sync_threads()
+                o_tile = 0
+                if const_expr(in_q):
+                    o_tile = s * (K // BV)
                 if const_expr(out_tma):
                     if by_tma:
-                        cute.autovec_copy(yO, t_pv.partition_C(sO[None, None, 0]))
+                        cute.autovec_copy(yO, t_pv.partition_C(sO[None, None, o_tile]))
                     else:
                         _store_output(mO, yO, t_pv, cO, i_b, t0, i_h, i_v, n_ok)
 
@@ -847,13 +880,19 @@ class _Walk:
                     cute.arch.mbarrier_wait(bars + s1, ((c + 1 - c_lo) // self.stages) % 2)
                     _publish_stage_decay(dec, tid, sGv, s1, t0 + BT, eos, scale)
                 cute.arch.fence_proxy("async.shared", space="cta")
-                if warp == 0 and c + _STAGES < c_hi:
-                    _issue(loads, bars + s, c + _STAGES, s, stage_bytes)
+                if const_expr(not in_q):
+                    if warp == 0 and c + _STAGES < c_hi:
+                        _issue(loads, bars + s, c + _STAGES, s, stage_bytes)
                 cute.arch.sync_threads()
                 if const_expr(out_tma):
                     if warp == 0 and by_tma:
-                        cute.copy(tma_o, tOs[None, 0], tOg[None, c])
+                        cute.copy(tma_o, tOs[None, o_tile], tOg[None, c])
                         cute.arch.cp_async_bulk_commit_group()
+                if const_expr(in_q):
+                    if warp == 0 and c + _STAGES < c_hi:
+                        # The store has read the q tile before the stage's loads overwrite it.
+                        cute.arch.cp_async_bulk_wait_group(0, read=True)
+                        _issue(loads, bars + s, c + _STAGES, s, stage_bytes)
 
             if const_expr(out_tma):
                 if warp == 0:
@@ -869,7 +908,7 @@ class _Walk:
     def _three_warpgroups(
         self, tma_h, gh, mS0, mO, mHt, mCu, scale, i_v, i_h, i_z, i_b, bos, eos, c_lo, c_hi,
         i_state, slot0, sQ, sK, sV, sVd, sH, sKt, sHmn, sGv, bars, loads,
-        stage_bytes: cutlass.Constexpr,
+        stage_bytes: cutlass.Constexpr, tma_o, go, sOq,
     ):  # fmt: skip
         """The kernel's body with three warpgroups (Note [chunk_gla CuTe walk's warpgroups]).
         Its mbarriers: ``full`` per stage (its tokens landed), ``empty`` (its k and v read by
@@ -886,7 +925,7 @@ class _Walk:
             # An output warpgroup: chunks m = j, j + 2, ... of the walk.
             self._outputs(
                 tma_h, gh, mO, scale, i_v, i_h, i_b, bos, eos, c_lo, c_hi, slot0, sQ, sK, sV,
-                sH, sGv, bars, wg - 1, loads, stage_bytes,
+                sH, sGv, bars, wg - 1, loads, stage_bytes, tma_o, go, sOq,
             )  # fmt: skip
 
     @cute.jit
@@ -952,7 +991,7 @@ class _Walk:
     @cute.jit
     def _outputs(
         self, tma_h, gh, mO, scale, i_v, i_h, i_b, bos, eos, c_lo, c_hi, slot0, sQ, sK, sV, sH,
-        sGv, bars, j, loads, stage_bytes: cutlass.Constexpr,
+        sGv, bars, j, loads, stage_bytes: cutlass.Constexpr, tma_o, go, sOq,
     ):  # fmt: skip
         """Output warpgroup j (0 or 1): the outputs of chunks m = j, j + 2, ... of the walk."""
         NS = self.stages
@@ -972,6 +1011,23 @@ class _Walk:
         yO = cute.make_rmem_tensor_like(acc_o, self.dtype)
         fP = cute.make_rmem_tensor_like(acc_s)  # P's factors
         gO = cute.make_rmem_tensor_like(acc_o, Float32)  # each output row's G
+        # The output's TMA view of this (sequence, head, V block), by chunk, and the
+        # warpgroup's writes of a tile into shared memory (stmatrix: rows of 8 columns).
+        go_s = go[None, None, i_h, i_b]
+        if const_expr(self.use_cu):
+            go_s = cute.domain_offset((bos, 0), go_s)
+        gOt = cute.local_tile(go_s, (BT, BV), (None, i_v))  # (BT, BV, chunks)
+        tOs, tOg = cpasync.tma_partition(
+            tma_o, 0, cute.make_layout(1), cute.group_modes(sOq, 0, 2),
+            cute.group_modes(gOt, 0, 2),
+        )  # fmt: skip
+        stsm = cute.make_copy_atom(
+            cute.nvgpu.warp.StMatrix8x8x16bOp(transpose=False, num_matrices=4), self.dtype
+        )
+        thr_stsm = cute.make_tiled_copy_C(stsm, o_pv).get_slice(wtid)
+        tYs = thr_stsm.partition_D(sOq)  # (copy, M, N, tile)
+        tYr = thr_stsm.retile(yO)
+        per = self.K // BV  # output tiles per stage's q tile
         for m in cutlass.range(j, nc, 2, unroll=1):
             s = m % NS
             b = m % NH
@@ -1012,15 +1068,32 @@ class _Walk:
             sg = sGv[0]
             for i in cutlass.range_constexpr(cute.size(gO)):
                 gO[i] = sg[cO[i][0], s]
-            cute.arch.barrier(barrier_id=2 + j, number_of_threads=_THREADS)
-            if m + NS < nc:
-                cute.arch.mbarrier_wait(empty + s, (m // NS) % 2)
-                if warp % 4 == 0:
-                    _issue(loads, full + s, c + NS, s, stage_bytes)
             for i in cutlass.range_constexpr(cute.size(acc_o)):
                 eg = cute.math.exp2(gO[i] * _LOG2E, fastmath=True) * scale
                 yO[i] = (acc_o[i] + acc_o2[i] * eg).to(self.dtype)
-            _store_output(mO, yO, t_pv, cO, i_b, t0, i_h, i_v, n_ok)
+            # A whole tile goes out by TMA from the stage's q tile (rows past T are clipped),
+            # before the stage is given back; a packed sequence's last, partial chunk from
+            # registers, not to write over the next sequence's.
+            by_tma = n_ok == BT
+            if const_expr(not self.use_cu):
+                by_tma = True
+            cute.copy(thr_stsm, tYr, tYs[None, None, None, s * per])
+            cute.arch.fence_proxy("async.shared", space="cta")
+            cute.arch.barrier(barrier_id=2 + j, number_of_threads=_THREADS)
+            if warp % 4 == 0:
+                if by_tma:
+                    cute.copy(tma_o, tOs[None, s * per], tOg[None, c])
+                cute.arch.cp_async_bulk_commit_group()
+            if m + NS < nc:
+                cute.arch.mbarrier_wait(empty + s, (m // NS) % 2)
+                if warp % 4 == 0:
+                    # The store has read the q tile before the stage's next loads overwrite it.
+                    cute.arch.cp_async_bulk_wait_group(0, read=True)
+                    _issue(loads, full + s, c + NS, s, stage_bytes)
+            if not by_tma:
+                _store_output(mO, yO, t_pv, cO, i_b, t0, i_h, i_v, n_ok)
+        if warp % 4 == 0:
+            cute.arch.cp_async_bulk_wait_group(0, read=True)
 
 
 class _WalkWS(_Walk):
