@@ -478,6 +478,20 @@ def _store_output(mO, yO, t_pv, cO, i_b, t0, i_h, i_v, n_ok):
 
 
 @cute.jit
+def _out_tiles(tma_o, go, sO, i_h, i_b, i_v, bos, use_cu: cutlass.Constexpr):
+    """The output store's TMA partitions: of the shared tiles ``sO`` (BT, BV, tile), by tile,
+    and of this (sequence from token bos, head i_h, V block i_v)'s output in the TMA view ``go``
+    ((T, V, H, B)), by chunk."""
+    go_s = go[None, None, i_h, i_b]
+    if const_expr(use_cu):
+        go_s = cute.domain_offset((bos, 0), go_s)
+    gOt = cute.local_tile(go_s, (BT, BV), (None, i_v))  # (BT, BV, chunks)
+    return cpasync.tma_partition(
+        tma_o, 0, cute.make_layout(1), cute.group_modes(sO, 0, 2), cute.group_modes(gOt, 0, 2)
+    )
+
+
+@cute.jit
 def _output_operands(qk, qs, pv, tid, sQ, sK, sH, sV):
     """Thread ``tid``'s slice of the output's products (q k^T, q S16, P v) over the shared tiles,
     staged as they are: ``pv``'s slice, the fragments (q and k of q k^T, q and S16 of q S16, v of
@@ -764,14 +778,7 @@ class _Walk:
                     sO = sOq
                 else:
                     sO = st.o.get_tensor(so_l.outer, swizzle=so_l.inner)  # (BT, BV, 1)
-                go_s = go[None, None, i_h, i_b]
-                if const_expr(self.use_cu):
-                    go_s = cute.domain_offset((bos, 0), go_s)
-                gOt = cute.local_tile(go_s, (BT, BV), (None, i_v))  # (BT, BV, chunks)
-                tOs, tOg = cpasync.tma_partition(
-                    tma_o, 0, cute.make_layout(1), cute.group_modes(sO, 0, 2),
-                    cute.group_modes(gOt, 0, 2),
-                )  # fmt: skip
+                tOs, tOg = _out_tiles(tma_o, go, sO, i_h, i_b, i_v, bos, self.use_cu)
             t_pv, aQ, bK, aQs, bH, bV, acc_s, acc_o2, acc_o, cS, cO = _output_operands(
                 qk, qs, pv, tid, sQ, sK, sH, sV
             )
@@ -1013,14 +1020,7 @@ class _Walk:
         gO = cute.make_rmem_tensor_like(acc_o, Float32)  # each output row's G
         # The output's TMA view of this (sequence, head, V block), by chunk, and the
         # warpgroup's writes of a tile into shared memory (stmatrix: rows of 8 columns).
-        go_s = go[None, None, i_h, i_b]
-        if const_expr(self.use_cu):
-            go_s = cute.domain_offset((bos, 0), go_s)
-        gOt = cute.local_tile(go_s, (BT, BV), (None, i_v))  # (BT, BV, chunks)
-        tOs, tOg = cpasync.tma_partition(
-            tma_o, 0, cute.make_layout(1), cute.group_modes(sOq, 0, 2),
-            cute.group_modes(gOt, 0, 2),
-        )  # fmt: skip
+        tOs, tOg = _out_tiles(tma_o, go, sOq, i_h, i_b, i_v, bos, self.use_cu)
         stsm = cute.make_copy_atom(
             cute.nvgpu.warp.StMatrix8x8x16bOp(transpose=False, num_matrices=4), self.dtype
         )
