@@ -532,6 +532,10 @@ class _Walk:
         overlap: bool,
         store_h: bool,
     ) -> None:
+        if K % BV:
+            # Output tiles are written over q tiles (Note [output tiles from the q tile]);
+            # config._cute_plan passes K of 64 and 128 only.
+            raise ValueError(f"the walk takes K as a multiple of {BV}, got {K}")
         self.use_cu = use_cu
         self.store_h = store_h
         self.overlap = overlap
